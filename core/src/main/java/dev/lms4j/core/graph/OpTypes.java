@@ -1,0 +1,38 @@
+package dev.lms4j.core.graph;
+
+import java.util.Set;
+
+/** Facts about op types that planners and the simulator need. */
+public final class OpTypes {
+  private OpTypes() {}
+
+  /** Ops that only read their input's shape: they do not keep the input's buffer alive. */
+  public static final Set<String> SHAPE_ONLY =
+      Set.of("Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", "BroadcastGradientArgs");
+
+  /** Variable ops: their outputs are persistent. */
+  public static final Set<String> VARIABLES =
+      Set.of("VariableV2", "Variable", "VarHandleOp", "TemporaryVariable");
+
+  /** Ops whose outputs are constants held by the kernel (allocated once, not per step). */
+  public static final Set<String> CONSTANTS = Set.of("Const", "HostConst");
+
+  /** Feed ops: their buffers are allocated by the caller for the whole step. */
+  public static final Set<String> FEEDS = Set.of("Placeholder", "PlaceholderWithDefault");
+
+  /** Op type of a swap-out inserted by lms4j (in the graph model). */
+  public static final String SWAP_OUT = "_LmsSwapOut";
+
+  /** Op type of a swap-in inserted by lms4j (in the graph model). */
+  public static final String SWAP_IN = "_LmsSwapIn";
+
+  /** Name prefix of every op lms4j inserts; a graph holding such ops was already rewritten. */
+  public static final String LMS_PREFIX = "lms4j/";
+
+  /** True for random or stateful op types (never recomputed, never duplicated). */
+  public static boolean isRandomOrStateful(String type) {
+    return type.startsWith("Random") || type.startsWith("Stateful") || type.contains("Truncated")
+        || type.startsWith("Multinomial") || type.startsWith("Assign") || type.startsWith("Apply")
+        || type.startsWith("ResourceApply") || VARIABLES.contains(type);
+  }
+}

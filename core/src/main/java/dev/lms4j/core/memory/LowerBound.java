@@ -1,0 +1,64 @@
+package dev.lms4j.core.memory;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.TensorId;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * The smallest peak any plan could reach: resident bytes (variables, constants, feeds) plus the
+ * largest working set of a single op (its distinct transient inputs and its outputs), which must
+ * all be in device memory while the op runs whatever is swapped or recomputed.
+ */
+public final class LowerBound {
+  private LowerBound() {}
+
+  /** The bound in bytes. */
+  public static long of(DataflowGraph g) {
+    long pinned = 0;
+    for (Op op : g.ops()) {
+      if (MemorySimulator.isPinned(op)) {
+        pinned += op.outputs().stream().mapToLong(t -> t.bytes()).sum();
+      }
+    }
+    return pinned + largestOp(g);
+  }
+
+  /** The largest single-op working set (transient inputs plus transient outputs), in bytes. */
+  public static long largestOp(DataflowGraph g) {
+    long best = 0;
+    for (Op op : g.ops()) {
+      best = Math.max(best, workingSet(g, op));
+    }
+    return best;
+  }
+
+  /** The name of the op with the largest working set, or null for an empty graph. */
+  public static String largestOpName(DataflowGraph g) {
+    long best = -1;
+    String name = null;
+    for (Op op : g.ops()) {
+      long w = workingSet(g, op);
+      if (w > best) {
+        best = w;
+        name = op.name();
+      }
+    }
+    return name;
+  }
+
+  private static long workingSet(DataflowGraph g, Op op) {
+    if (MemorySimulator.isPinned(op)) {
+      return 0;
+    }
+    long w = op.transientOutputBytes();
+    Set<TensorId> seen = new HashSet<>();
+    for (TensorId in : op.inputs()) {
+      if (seen.add(in) && !MemorySimulator.isPinned(g.op(in.op())) && !g.tensor(in).persistent()) {
+        w += g.tensor(in).bytes();
+      }
+    }
+    return w;
+  }
+}

@@ -1,0 +1,113 @@
+package dev.lms4j.core.memory;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.graph.TensorId;
+
+/**
+ * Simulates the device memory of one training step run in a given op order, with reference
+ * counts as TFLMS's simulator keeps them:
+ *
+ * <ul>
+ *   <li>Variables, constants and feeds are resident for the whole step; other ops' persistent
+ *       (ref-typed) outputs alias a variable and cost nothing.</li>
+ *   <li>When an op runs, its transient outputs are allocated; the memory in use at that moment
+ *       (all live tensors plus the new outputs) is the op's sample.</li>
+ *   <li>After it runs, each input whose last reader it was is freed, and outputs nobody reads are
+ *       freed at once. Shape-only readers ({@link OpTypes#SHAPE_ONLY}) do not keep a buffer
+ *       alive: TensorFlow folds them to constants when shapes are static.</li>
+ *   <li>Swap-outs inserted by lms4j read their input like any op and own no device memory;
+ *       swap-ins allocate their output like any op, so swap events need no special case.</li>
+ * </ul>
+ *
+ * Scratch memory inside a kernel is not modelled.
+ */
+public final class MemorySimulator {
+  private MemorySimulator() {}
+
+  /**
+   * Simulates {@code order} (a topological order of all of {@code g}'s ops).
+   *
+   * @throws IllegalArgumentException when the order is not a permutation in dependency order
+   */
+  public static MemoryProfile simulate(DataflowGraph g, int[] order) {
+    int n = g.size();
+    if (order.length != n) {
+      throw new IllegalArgumentException("order has " + order.length + " ops, graph " + n);
+    }
+    int[][] refs = new int[n][];
+    long pinned = 0;
+    for (Op op : g.ops()) {
+      refs[op.id()] = new int[op.outputs().size()];
+      boolean pin = isPinned(op);
+      for (int i = 0; i < op.outputs().size(); i++) {
+        Tensor t = op.output(i);
+        if (pin) {
+          pinned += t.bytes();
+          refs[op.id()][i] = -1;
+        } else if (t.persistent()) {
+          refs[op.id()][i] = -1; // a ref output aliases its variable: no new buffer
+        }
+      }
+    }
+    for (Op op : g.ops()) {
+      if (OpTypes.SHAPE_ONLY.contains(op.type())) {
+        continue;
+      }
+      for (TensorId in : op.inputs()) {
+        if (refs[in.op()][in.output()] >= 0) {
+          refs[in.op()][in.output()]++;
+        }
+      }
+    }
+    boolean[] done = new boolean[n];
+    long[] timeline = new long[n];
+    long live = pinned;
+    long peak = pinned;
+    int peakAt = -1;
+    for (int step = 0; step < n; step++) {
+      int v = order[step];
+      Op op = g.op(v);
+      for (int p : g.predecessors(v)) {
+        if (!done[p]) {
+          throw new IllegalArgumentException("order runs " + op.name() + " before its input "
+              + g.op(p).name());
+        }
+      }
+      int[] r = refs[v];
+      for (int i = 0; i < r.length; i++) {
+        if (r[i] >= 0) {
+          live += op.output(i).bytes();
+        }
+      }
+      timeline[step] = live;
+      if (live > peak) {
+        peak = live;
+        peakAt = step;
+      }
+      if (!OpTypes.SHAPE_ONLY.contains(op.type())) {
+        for (TensorId in : op.inputs()) {
+          int[] pr = refs[in.op()];
+          if (pr[in.output()] > 0 && --pr[in.output()] == 0) {
+            live -= g.tensor(in).bytes();
+          }
+        }
+      }
+      for (int i = 0; i < r.length; i++) {
+        if (r[i] == 0) {
+          live -= op.output(i).bytes();
+        }
+      }
+      done[v] = true;
+    }
+    return new MemoryProfile(order.clone(), timeline, peak, peakAt, pinned);
+  }
+
+  /** True when an op's outputs stay resident for the whole step (constants, feeds, variables). */
+  public static boolean isPinned(Op op) {
+    return OpTypes.CONSTANTS.contains(op.type()) || OpTypes.FEEDS.contains(op.type())
+        || OpTypes.VARIABLES.contains(op.type());
+  }
+}

@@ -1,0 +1,343 @@
+package dev.lms4j.core.plan;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.MemorySimulator;
+import dev.lms4j.core.schedule.Levels;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * TFLMS's swap planner (IBM TFLMS v2 semantics) over the graph model.
+ *
+ * <p>Every edge from a producer to a consumer more than {@code swapout_threshold} levels later is
+ * cut: the tensor goes out through one swap-out right after the producer, and comes back through
+ * one swap-in per group of consumers ({@code swapin_groupby}), triggered by a control edge from an
+ * op {@code swapin_ahead} levels (at most 10 more) before the group's first consumer that leads
+ * to it. {@code sync_mode} 1 makes the producer's near consumers wait for the swap-out;
+ * {@code sync_mode} 2 triggers each swap-in from its consumer's other inputs instead (no
+ * prefetch). Serialization chains the ops of chosen levels before anything else is decided.
+ *
+ * <p>The three main parameters must be set ({@code >= 0}); {@link SwapAutoTuner} fills them in.
+ */
+public final class TflmsSwapPlanner {
+  private static final Logger LOG = LoggerFactory.getLogger(TflmsSwapPlanner.class);
+
+  /** Types TFLMS never swaps from or into, besides {@link SwapParams#BUILTIN_EXCLUDED_TYPES}. */
+  private static final Set<String> NEVER = Set.of("Assign", "AssignAdd", "AssignSub", "Queue",
+      "ScatterAdd", "ScatterSub", "ScatterUpdate", "TruncatedNormal", "Read", "VarIsInitializedOp",
+      "VariableShape", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+      "ResourceGather", "Range", "RandomUniform", "Placeholder", OpTypes.SWAP_IN,
+      OpTypes.SWAP_OUT);
+
+  /** Dtypes never swapped: they are not plain buffers. */
+  private static final Set<String> NOT_SWAPPABLE_DTYPES = Set.of("string", "resource", "variant");
+
+  /** How many levels before the {@code swapin_ahead} bound the trigger search may look. */
+  private static final int TRIGGER_SEARCH_LEVELS = 10;
+
+  private TflmsSwapPlanner() {}
+
+  /**
+   * Plans swaps for {@code g} with fixed parameters.
+   *
+   * @throws IllegalArgumentException when a main parameter is -1, or a scope or type filter
+   *                                  matches no op
+   */
+  public static SwapPlan plan(DataflowGraph g, SwapParams p) {
+    if (p.swapoutThreshold() < 0 || p.swapinGroupby() < 0
+        || (p.swapinAhead() < 1 && p.syncMode() < 2)) {
+      throw new IllegalArgumentException("plan() needs swapout_threshold >= 0, swapin_groupby >= 0 "
+          + "and swapin_ahead >= 1 (or sync_mode 2/3); use SwapAutoTuner for -1 values");
+    }
+    checkFilters(g, p);
+    List<SwapPlan.ControlEdge> serial = serializationEdges(g, Levels.of(g), p);
+    DataflowGraph sg = serial.isEmpty() ? g
+        : PlanApplier.apply(g, new SwapPlan(p, List.of(), serial));
+    Levels lv = Levels.of(sg);
+    boolean syncIn = p.syncMode() >= 2;
+    boolean syncOut = p.syncMode() == 1 || p.syncMode() == 3;
+    int groupby = syncIn ? 0 : p.swapinGroupby();
+    List<SwapPlan.SwapOut> swaps = new ArrayList<>();
+    for (Op prod : sg.ops()) {
+      if (!sourceEligible(prod, p)) {
+        continue;
+      }
+      for (int i = 0; i < prod.outputs().size(); i++) {
+        Tensor t = prod.output(i);
+        if (t.persistent() || t.rank() <= 1 || t.bytes() == 0
+            || NOT_SWAPPABLE_DTYPES.contains(t.dtype())) {
+          continue;
+        }
+        TensorId tid = new TensorId(prod.id(), i);
+        int[] cons = java.util.Arrays.stream(sg.consumers(tid)).distinct().toArray();
+        List<Integer> far = new ArrayList<>();
+        List<String> near = new ArrayList<>();
+        for (int c : cons) {
+          Op co = sg.op(c);
+          boolean shapeOnly = OpTypes.SHAPE_ONLY.contains(co.type());
+          if (!shapeOnly && lv.level(c) - lv.level(prod.id()) > p.swapoutThreshold()
+              && destEligible(co, p)) {
+            far.add(c);
+          } else if (!shapeOnly) {
+            near.add(co.name());
+          }
+        }
+        if (far.isEmpty()) {
+          continue;
+        }
+        String base = OpTypes.LMS_PREFIX + "swapout/" + prod.name() + "_" + i;
+        List<SwapPlan.SwapIn> ins = new ArrayList<>();
+        int k = 0;
+        for (List<Integer> group : groupBy(far, lv, groupby)) {
+          int first = group.get(0);
+          List<String> triggers;
+          if (syncIn) {
+            triggers = syncTriggers(sg, lv, first, prod.id());
+          } else {
+            int trig = searchByLevel(sg, lv, prod.id(), first, p.swapinAhead());
+            triggers = trig >= 0 ? List.of(sg.op(trig).name())
+                : syncTriggers(sg, lv, first, prod.id());
+            if (trig < 0 && p.debug()) {
+              LOG.info("[LMS][1] No control dependency op found for the swap-in of {} into {}.",
+                  sg.tensorName(tid), sg.op(first).name());
+            }
+          }
+          ins.add(new SwapPlan.SwapIn(OpTypes.LMS_PREFIX + "swapin/" + prod.name() + "_" + i
+              + "/" + k++, group.stream().map(c -> sg.op(c).name()).toList(), triggers));
+        }
+        swaps.add(new SwapPlan.SwapOut(prod.name(), i, t.dtype(), t.bytes(), base, ins,
+            syncOut ? near : List.of()));
+        if (p.debug()) {
+          LOG.info("[LMS][1] Swap-out: Tensor {} (shape: {}, {} bytes) -> {} swap-in(s)",
+              sg.tensorName(tid), java.util.Arrays.toString(t.shape()), t.bytes(), ins.size());
+          if (p.debugLevel() >= 2) {
+            for (SwapPlan.SwapIn si : ins) {
+              LOG.info("[LMS][2]   {} => {} triggered by {}", si.name(), si.consumers(),
+                  si.triggers());
+            }
+          }
+        }
+      }
+    }
+    return new SwapPlan(p, swaps, serial);
+  }
+
+  /** True when outputs of this op may be swapped under {@code p}'s filters. */
+  static boolean sourceEligible(Op op, SwapParams p) {
+    if (excludedType(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
+      return false;
+    }
+    return filtered(op, p.inclOutputByScopes(), p.inclOutputByTypes(),
+        p.exclOutputByScopes(), p.exclOutputByTypes());
+  }
+
+  /** True when this consumer may be fed by a swap-in under {@code p}'s filters. */
+  static boolean destEligible(Op op, SwapParams p) {
+    if (excludedType(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
+      return false;
+    }
+    return filtered(op, p.inclInputByScopes(), p.inclInputByTypes(),
+        p.exclInputByScopes(), p.exclInputByTypes());
+  }
+
+  private static boolean excludedType(Op op) {
+    return SwapParams.BUILTIN_EXCLUDED_TYPES.contains(op.type()) || NEVER.contains(op.type())
+        || MemorySimulator.isPinned(op);
+  }
+
+  private static boolean filtered(Op op, Set<String> inclScopes, Set<String> inclTypes,
+      Set<String> exclScopes, Set<String> exclTypes) {
+    if (!inclScopes.isEmpty() || !inclTypes.isEmpty()) {
+      if (!inScopes(op, inclScopes) && !inclTypes.contains(op.type())) {
+        return false;
+      }
+    }
+    return !inScopes(op, exclScopes) && !exclTypes.contains(op.type());
+  }
+
+  private static boolean inScopes(Op op, Set<String> scopes) {
+    for (String s : scopes) {
+      if (op.name().startsWith(s)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static void checkFilters(DataflowGraph g, SwapParams p) {
+    Set<String> scopes = new java.util.TreeSet<>();
+    scopes.addAll(p.exclOutputByScopes());
+    scopes.addAll(p.inclOutputByScopes());
+    scopes.addAll(p.exclInputByScopes());
+    scopes.addAll(p.inclInputByScopes());
+    Set<String> types = new java.util.TreeSet<>();
+    types.addAll(p.exclOutputByTypes());
+    types.addAll(p.inclOutputByTypes());
+    types.addAll(p.exclInputByTypes());
+    types.addAll(p.inclInputByTypes());
+    for (String s : scopes) {
+      if (g.ops().stream().noneMatch(o -> o.name().startsWith(s))) {
+        throw new IllegalArgumentException("No operations were found with scope " + s + ".");
+      }
+    }
+    for (String t : types) {
+      if (g.ops().stream().noneMatch(o -> o.type().equals(t))) {
+        throw new IllegalArgumentException("No operations were found with type " + t + ".");
+      }
+    }
+  }
+
+  /** Groups consumers (sorted by level) into intervals whose gaps are at most {@code limit}. */
+  private static List<List<Integer>> groupBy(List<Integer> far, Levels lv, int limit) {
+    List<Integer> sorted = new ArrayList<>(far);
+    sorted.sort(Comparator.comparingInt((Integer c) -> lv.level(c)).thenComparingInt(c -> c));
+    List<List<Integer>> groups = new ArrayList<>();
+    List<Integer> cur = null;
+    int end = Integer.MIN_VALUE;
+    for (int c : sorted) {
+      if (cur == null || limit <= 0 || lv.level(c) - end > limit) {
+        cur = new ArrayList<>();
+        groups.add(cur);
+      }
+      cur.add(c);
+      end = lv.level(c);
+    }
+    return groups;
+  }
+
+  /**
+   * TFLMS's trigger search: the highest level in {@code [lb, level(dest) - ahead - 1]}, with
+   * {@code lb = max(level(dest) - ahead - 10, level(producer) + 1)}, holding an op from which
+   * {@code dest} is reachable along data edges. Returns -1 when there is none.
+   */
+  static int searchByLevel(DataflowGraph g, Levels lv, int producer, int dest, int ahead) {
+    int ub = lv.level(dest) - ahead;
+    int lb = Math.max(ub - TRIGGER_SEARCH_LEVELS, lv.level(producer) + 1);
+    if (ub - 1 < lb) {
+      return -1;
+    }
+    int best = -1;
+    ArrayDeque<Integer> queue = new ArrayDeque<>();
+    Set<Integer> seen = new java.util.HashSet<>();
+    queue.add(dest);
+    seen.add(dest);
+    while (!queue.isEmpty()) {
+      int v = queue.poll();
+      for (TensorId in : g.op(v).inputs()) {
+        int u = in.op();
+        if (lv.level(u) < lb || !seen.add(u)) {
+          continue;
+        }
+        queue.add(u);
+        Op uo = g.op(u);
+        if (lv.level(u) <= ub - 1 && !MemorySimulator.isPinned(uo)
+            && !uo.name().startsWith(OpTypes.LMS_PREFIX)
+            && (best < 0 || lv.level(u) > lv.level(best)
+                || (lv.level(u) == lv.level(best) && u < best))) {
+          best = u;
+        }
+      }
+    }
+    return best;
+  }
+
+  /**
+   * TFLMS's synchronous swap-in: the consumer's other inputs (data and control); when it has
+   * none, the ops one level before it.
+   */
+  private static List<String> syncTriggers(DataflowGraph g, Levels lv, int dest, int producer) {
+    Set<String> out = new LinkedHashSet<>();
+    for (int p : g.predecessors(dest)) {
+      Op po = g.op(p);
+      if (p != producer && !MemorySimulator.isPinned(po)
+          && !po.name().startsWith(OpTypes.LMS_PREFIX)) {
+        out.add(po.name());
+      }
+    }
+    if (out.isEmpty() && lv.level(dest) > 0) {
+      for (int o : lv.opsAt(lv.level(dest) - 1)) {
+        Op oo = g.op(o);
+        if (o != producer && !MemorySimulator.isPinned(oo)) {
+          out.add(oo.name());
+        }
+      }
+    }
+    return List.copyOf(out);
+  }
+
+  /**
+   * Control edges that serialize the chosen levels: the ops of each level (after the last level
+   * holding a variable {@code Assign}) are chained in id order, and consecutive chosen levels are
+   * linked last-to-first.
+   */
+  static List<SwapPlan.ControlEdge> serializationEdges(DataflowGraph g, Levels lv, SwapParams p) {
+    Set<Integer> chosen = new java.util.TreeSet<>();
+    for (LevelSlice s : p.serializationSlices()) {
+      for (int l = s.from(); l < Math.min(s.to(), lv.count()); l++) {
+        chosen.add(l);
+      }
+    }
+    if (p.serializationBySize() > 0) {
+      double limit = p.serializationBySize() * (1L << 30);
+      for (int l = 0; l < lv.count(); l++) {
+        long bytes = 0;
+        for (int o : lv.opsAt(l)) {
+          Op op = g.op(o);
+          bytes += op.transientOutputBytes();
+          for (TensorId in : op.inputs()) {
+            bytes += g.tensor(in).bytes();
+          }
+        }
+        if (bytes > limit) {
+          chosen.add(l);
+        }
+      }
+    }
+    if (chosen.isEmpty()) {
+      return List.of();
+    }
+    int maxAssign = 0;
+    for (Op op : g.ops()) {
+      if (op.type().equals("Assign")) {
+        maxAssign = Math.max(maxAssign, lv.level(op.id()));
+      }
+    }
+    List<SwapPlan.ControlEdge> edges = new ArrayList<>();
+    String prevLast = null;
+    int prevLevel = -2;
+    for (int l : chosen) {
+      if (l <= maxAssign) {
+        continue;
+      }
+      List<String> names = new ArrayList<>();
+      for (int o : lv.opsAt(l)) {
+        Op op = g.op(o);
+        if (!MemorySimulator.isPinned(op)) {
+          names.add(op.name());
+        }
+      }
+      if (names.isEmpty()) {
+        continue;
+      }
+      if (prevLast != null && l - prevLevel == 1) {
+        edges.add(new SwapPlan.ControlEdge(prevLast, names.get(0)));
+      }
+      for (int k = 1; k < names.size(); k++) {
+        edges.add(new SwapPlan.ControlEdge(names.get(k - 1), names.get(k)));
+      }
+      prevLast = names.get(names.size() - 1);
+      prevLevel = l;
+    }
+    return edges;
+  }
+}

@@ -1,0 +1,181 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Tensor;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.tensorflow.Graph;
+import org.tensorflow.GraphOperation;
+import org.tensorflow.Output;
+import org.tensorflow.proto.AttrValue;
+import org.tensorflow.proto.DataType;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+import org.tensorflow.proto.TensorShapeProto;
+
+/**
+ * Turns a TensorFlow GraphDef into lms4j's graph model, with static shapes from TensorFlow's shape
+ * inference (the GraphDef is imported into a scratch {@link Graph}).
+ *
+ * <p>The first unknown dimension of a shape is the batch size. Feed shapes (from a manifest) are
+ * set on the placeholders before shape inference, so they propagate; any dimension still unknown
+ * after that takes {@code batchSize} when given, and is an error otherwise.
+ */
+public final class GraphImporter {
+  /** Default name scope of gradient ops ({@code Graph.addGradients} and Python's tf.gradients). */
+  public static final String DEFAULT_BACKWARD_SCOPE = "gradients";
+
+  private GraphImporter() {}
+
+  /**
+   * Imports a GraphDef.
+   *
+   * @param gd            the graph
+   * @param feedShapes    static shapes for placeholders, by op name (may be empty)
+   * @param batchSize     value for unknown first dimensions, or -1 when it must be inferred
+   * @param backwardScope name scope of gradient ops
+   * @throws IllegalArgumentException when TensorFlow rejects the graph, or a dimension stays
+   *                                  unknown and no batch size was given
+   */
+  public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
+      int batchSize, String backwardScope) {
+    GraphDef shaped = withFeedShapes(gd, feedShapes);
+    DataflowGraph.Builder b = DataflowGraph.builder();
+    try (Graph g = new Graph()) {
+      try {
+        g.importGraphDef(shaped);
+      } catch (RuntimeException e) {
+        throw new IllegalArgumentException("TensorFlow cannot import the GraphDef: "
+            + e.getMessage(), e);
+      }
+      String prefix = backwardScope.endsWith("/") ? backwardScope : backwardScope + "/";
+      for (NodeDef n : shaped.getNodeList()) {
+        GraphOperation op = g.operation(n.getName());
+        List<Tensor> outs = new ArrayList<>();
+        for (int i = 0; i < op.numOutputs(); i++) {
+          outs.add(tensor(op, i, batchSize));
+        }
+        b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
+      }
+    }
+    return b.build();
+  }
+
+  /** The category of a node: gradient ops by scope, variable updates by type. */
+  static OpCategory category(NodeDef n, String backwardPrefix) {
+    String t = n.getOp();
+    if (t.startsWith("Apply") || t.startsWith("ResourceApply") || t.startsWith("Assign")
+        || t.startsWith("ScatterUpdate")) {
+      return OpCategory.OPTIMIZER;
+    }
+    if (n.getName().startsWith(backwardPrefix)) {
+      return OpCategory.BACKWARD;
+    }
+    return OpCategory.FORWARD;
+  }
+
+  private static Tensor tensor(GraphOperation op, int i, int batchSize) {
+    Output<?> out = op.output(i);
+    DataType dt = out.dataType();
+    boolean ref = dt.getNumber() > 100;
+    int base = ref ? dt.getNumber() - 100 : dt.getNumber();
+    DataType baseType = DataType.forNumber(base);
+    String dtype = dtypeName(baseType);
+    long[] shape = out.shape().isUnknown() ? new long[0] : out.shape().asArray();
+    if (shape == null) {
+      shape = new long[0];
+    }
+    boolean unknownRank = out.shape().isUnknown();
+    long[] dims = shape.clone();
+    for (int d = 0; d < dims.length; d++) {
+      if (dims[d] < 0) {
+        if (batchSize < 0) {
+          throw new IllegalArgumentException("the shape of " + op.name() + ":" + i + " is "
+              + Arrays.toString(shape).replace("-1", "?") + ": the batch size cannot be "
+              + "inferred; give it (batch size option, or full feed shapes in the manifest)");
+        }
+        dims[d] = d == 0 || Arrays.stream(dims, 0, d).allMatch(x -> x >= 0) ? batchSize : 1;
+      }
+    }
+    long elems = 1;
+    for (long d : dims) {
+      elems *= d;
+    }
+    long bytes = unknownRank ? 0 : elems * dtypeSize(baseType);
+    boolean persistent = ref || OpTypes.VARIABLES.contains(op.type())
+        || baseType == DataType.DT_RESOURCE;
+    return new Tensor(dtype, dims, bytes, persistent);
+  }
+
+  /** TensorFlow's short dtype name ({@code float32}, ...). */
+  public static String dtypeName(DataType t) {
+    return switch (t) {
+      case DT_FLOAT -> "float32";
+      case DT_DOUBLE -> "float64";
+      case DT_HALF -> "float16";
+      case DT_BFLOAT16 -> "bfloat16";
+      case DT_INT32 -> "int32";
+      case DT_INT64 -> "int64";
+      case DT_INT16 -> "int16";
+      case DT_INT8 -> "int8";
+      case DT_UINT8 -> "uint8";
+      case DT_UINT16 -> "uint16";
+      case DT_UINT32 -> "uint32";
+      case DT_UINT64 -> "uint64";
+      case DT_BOOL -> "bool";
+      case DT_STRING -> "string";
+      case DT_COMPLEX64 -> "complex64";
+      case DT_COMPLEX128 -> "complex128";
+      case DT_RESOURCE -> "resource";
+      case DT_VARIANT -> "variant";
+      default -> t.name().toLowerCase(Locale.ROOT).replace("dt_", "");
+    };
+  }
+
+  /** The DataType for a short dtype name. */
+  public static DataType dataType(String name) {
+    for (DataType t : DataType.values()) {
+      if (t != DataType.UNRECOGNIZED && t.getNumber() < 100 && dtypeName(t).equals(name)) {
+        return t;
+      }
+    }
+    throw new IllegalArgumentException("unknown dtype " + name);
+  }
+
+  /** Bytes per element (0 for string, resource and variant). */
+  static long dtypeSize(DataType t) {
+    return switch (t) {
+      case DT_DOUBLE, DT_INT64, DT_UINT64, DT_COMPLEX64 -> 8;
+      case DT_COMPLEX128 -> 16;
+      case DT_HALF, DT_BFLOAT16, DT_INT16, DT_UINT16 -> 2;
+      case DT_INT8, DT_UINT8, DT_BOOL, DT_QINT8, DT_QUINT8 -> 1;
+      case DT_STRING, DT_RESOURCE, DT_VARIANT -> 0;
+      default -> 4;
+    };
+  }
+
+  private static GraphDef withFeedShapes(GraphDef gd, Map<String, long[]> feedShapes) {
+    if (feedShapes.isEmpty()) {
+      return gd;
+    }
+    GraphDef.Builder b = gd.toBuilder();
+    for (int i = 0; i < b.getNodeCount(); i++) {
+      NodeDef n = b.getNode(i);
+      String key = feedShapes.containsKey(n.getName()) ? n.getName() : n.getName() + ":0";
+      long[] shape = feedShapes.get(key);
+      if (shape != null && n.getOp().startsWith("Placeholder")) {
+        TensorShapeProto.Builder s = TensorShapeProto.newBuilder();
+        for (long d : shape) {
+          s.addDim(TensorShapeProto.Dim.newBuilder().setSize(d));
+        }
+        b.setNode(i, n.toBuilder().putAttr("shape", AttrValue.newBuilder().setShape(s).build()));
+      }
+    }
+    return b.build();
+  }
+}

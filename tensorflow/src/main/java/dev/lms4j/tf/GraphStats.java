@@ -1,0 +1,27 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.schedule.Levels;
+
+/**
+ * Sizes of a graph, as the LMS log and the report give them.
+ *
+ * @param ops            number of ops
+ * @param edges          data plus control edges
+ * @param tensors        number of op outputs
+ * @param parameterBytes bytes of persistent tensors (variables)
+ * @param largestOp      op with the largest working set
+ * @param largestOpBytes its working set
+ * @param levels         levels of the topological sort
+ */
+public record GraphStats(int ops, int edges, int tensors, long parameterBytes, String largestOp,
+    long largestOpBytes, int levels) {
+
+  /** Computes the stats of a graph model. */
+  public static GraphStats of(DataflowGraph g) {
+    int tensors = g.ops().stream().mapToInt(o -> o.outputs().size()).sum();
+    return new GraphStats(g.size(), g.edgeCount(), tensors, g.persistentBytes(),
+        LowerBound.largestOpName(g), LowerBound.largestOp(g), Levels.of(g).count());
+  }
+}

@@ -1,0 +1,233 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.SwapAutoTuner;
+import dev.lms4j.core.plan.SwapParams;
+import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.schedule.Levels;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Objects;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.Graph;
+import org.tensorflow.proto.ConfigProto;
+import org.tensorflow.proto.GraphDef;
+
+/**
+ * Large Model Support for a TensorFlow Java graph: rewrites it with swap-outs and swap-ins so its
+ * peak memory fits a budget. Use it before the session starts:
+ *
+ * <pre>{@code
+ * Lms lms = Lms.builder().budget(512L << 20).build();
+ * try (Graph rewritten = lms.run(graph);
+ *      Session s = new Session(rewritten, lms.sessionConfig())) {
+ *   ...
+ * }
+ * }</pre>
+ *
+ * TensorFlow Java cannot re-point the inputs of ops already in a {@link Graph}, so {@link
+ * #run(Graph)} returns a new graph (which the caller must close) and leaves the original as it
+ * was. With the three main TFLMS parameters left at -1 (the default) they are auto-tuned against
+ * the budget; when the graph fits without LMS, nothing is changed ("LMS is not necessary").
+ */
+public final class Lms {
+  private static final Logger LOG = LoggerFactory.getLogger(Lms.class);
+
+  private final long budgetBytes;
+  private final SwapParams params;
+  private final double memRatio;
+  private final String backwardScope;
+  private final Path swapDir;
+
+  private Lms(Builder b) {
+    this.budgetBytes = b.budgetBytes;
+    this.params = b.params;
+    this.memRatio = b.memRatio;
+    this.backwardScope = b.backwardScope;
+    this.swapDir = b.swapDir;
+    if (params.tier() == Tier.DISK && swapDir == null) {
+      throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
+    }
+    if (params.autoTune() && budgetBytes <= 0) {
+      throw new IllegalArgumentException("auto-tuning needs a budget: set budget(bytes) or the "
+          + "parameters swapout_threshold, swapin_ahead and swapin_groupby");
+    }
+  }
+
+  /** A builder with TFLMS's defaults (auto-tuning) and no budget. */
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  /** The parameters this instance plans with. */
+  public SwapParams params() {
+    return params;
+  }
+
+  /** The session config LMS needs (see {@link SessionConfigs#lms()}). */
+  public ConfigProto sessionConfig() {
+    return SessionConfigs.lms();
+  }
+
+  /**
+   * Rewrites a graph. The given graph is not changed; the returned one must be closed.
+   *
+   * @throws PlanningException when no plan fits the budget
+   */
+  public Graph run(Graph graph) {
+    LmsResult r = rewrite(graph.toGraphDef(), Map.of(), null);
+    Graph out = new Graph();
+    try {
+      out.importGraphDef(r.graphDef());
+    } catch (RuntimeException e) {
+      out.close();
+      throw e;
+    }
+    return out;
+  }
+
+  /** Rewrites a training graph; feed shapes come from its manifest, cleanup waits on its train op. */
+  public LmsResult rewrite(TrainingGraph tg) {
+    Map<String, long[]> shapes = new HashMap<>();
+    for (Manifest.Feed f : tg.manifest().feeds()) {
+      shapes.put(f.name(), f.shape());
+    }
+    return rewrite(tg.graphDef(), shapes, tg.manifest().trainOp());
+  }
+
+  /**
+   * Rewrites a GraphDef.
+   *
+   * @param gd         the graph
+   * @param feedShapes static shapes of placeholders, by name (may be empty)
+   * @param trainOp    the op run each step, or null (used to clean up disk-tier files)
+   * @throws PlanningException when no plan fits the budget
+   */
+  public LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp) {
+    long t0 = System.nanoTime();
+    LOG.info("[LMS][0] Editing model for LMS");
+    DataflowGraph model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
+        backwardScope);
+    GraphStats stats = GraphStats.of(model);
+    LOG.info("[LMS][0] The graph has {} vertices and {} edges.", stats.ops(), stats.edges());
+    LOG.info("[LMS][0] The graph has {} MiB of learning parameters.",
+        String.format("%.1f", stats.parameterBytes() / 1048576.0));
+    LOG.info("[LMS][0] The largest operation is {} consuming {} MiB", stats.largestOp(),
+        String.format("%.1f", stats.largestOpBytes() / 1048576.0));
+    LOG.info("[LMS][0] Original categorized topological sort has {} levels.", stats.levels());
+    long before = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
+    if (SwapRewriter.isRewritten(gd) || model.isRewritten()) {
+      LOG.info("[LMS][0] This model has already been updated with LMS swap operations. "
+          + "LMS will not re-process it.");
+      return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
+          ms(t0), 0);
+    }
+    if (budgetBytes > 0) {
+      long floor = LowerBound.of(model);
+      if (floor > budgetBytes * memRatio) {
+        long need = (long) Math.ceil(floor / memRatio);
+        throw new PlanningException("A budget of " + mib(budgetBytes) + " MiB cannot work: "
+            + "resident tensors (weights, constants, feeds) plus the largest op's working set "
+            + "need " + mib(floor) + " MiB, so the smallest budget that could work is about "
+            + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
+      }
+    }
+    SwapAutoTuner.Result tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
+    SwapPlan plan = tuned.plan();
+    if (!tuned.lmsNeeded()) {
+      return new LmsResult(gd, plan, model, stats, before, before, false, ms(t0), 0);
+    }
+    SwapParams p = plan.params();
+    LOG.info("[LMS][0] LMS will use the following parameter set:");
+    LOG.info("[LMS][0]   sync_mode: {}", p.syncMode());
+    LOG.info("[LMS][0]   swapout_threshold: {}", p.swapoutThreshold());
+    LOG.info("[LMS][0]   swapin_ahead: {}{}", p.swapinAhead(),
+        p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
+    LOG.info("[LMS][0]   swapin_groupby: {}{}", p.swapinGroupby(),
+        p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
+    GraphDef out = SwapRewriter.rewrite(gd, plan, params.tier(), swapDir, trainOp);
+    int added = out.getNodeCount() - gd.getNodeCount();
+    LOG.info("[LMS][0] Added {} operations to the model ({} swap-out operations ({} GiB) and {} "
+        + "swap-in operations ({} GiB))", added, plan.swapOuts().size(),
+        String.format("%.3f", plan.swapOutBytes() / 1073741824.0), plan.swapInCount(),
+        String.format("%.3f", plan.swapInBytes() / 1073741824.0));
+    long planningMs = ms(t0);
+    LOG.info("[LMS][0] Editing model for LMS, took: {} ms (predicted peak {} MiB -> {} MiB)",
+        planningMs, mib(before), mib(tuned.predictedPeak()));
+    return new LmsResult(out, plan, model, stats, before, tuned.predictedPeak(), true,
+        planningMs, added);
+  }
+
+  private static long ms(long t0) {
+    return (System.nanoTime() - t0) / 1_000_000;
+  }
+
+  private static long mib(long b) {
+    return b >> 20;
+  }
+
+  private static long mibUp(long b) {
+    return (b + (1 << 20) - 1) >> 20;
+  }
+
+  /** Builder for {@link Lms}. */
+  public static final class Builder {
+    private long budgetBytes;
+    private SwapParams params = SwapParams.defaults();
+    private double memRatio = SwapAutoTuner.DEFAULT_MEM_RATIO;
+    private String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
+    private Path swapDir;
+
+    private Builder() {}
+
+    /** The device memory budget in bytes (needed for auto-tuning). */
+    public Builder budget(long bytes) {
+      if (bytes <= 0) {
+        throw new IllegalArgumentException("budget must be positive");
+      }
+      this.budgetBytes = bytes;
+      return this;
+    }
+
+    /** TFLMS parameters (default: auto-tune everything, host tier). */
+    public Builder params(SwapParams p) {
+      this.params = Objects.requireNonNull(p);
+      return this;
+    }
+
+    /**
+     * The share of the budget the simulated peak may use (TFLMS's
+     * {@code TF_LMS_SIMULATOR_MEM_RATIO}, default 0.9): the rest is margin for fragmentation and
+     * kernel scratch memory.
+     */
+    public Builder memRatio(double r) {
+      if (!(r > 0 && r <= 1)) {
+        throw new IllegalArgumentException("memory ratio must be in (0, 1]");
+      }
+      this.memRatio = r;
+      return this;
+    }
+
+    /** Name scope of gradient ops (default {@code gradients}). */
+    public Builder backwardScope(String scope) {
+      this.backwardScope = Objects.requireNonNull(scope);
+      return this;
+    }
+
+    /** Directory for the disk tier's swap files. */
+    public Builder swapDir(Path dir) {
+      this.swapDir = dir;
+      return this;
+    }
+
+    /** The configured instance. */
+    public Lms build() {
+      return new Lms(this);
+    }
+  }
+}

@@ -1,0 +1,204 @@
+package dev.lms4j.tf;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * Describes how to train an exported GraphDef: its feeds (with how to synthesise them), the loss
+ * tensor, the training op and the initializer op. The JSON form is the contract of DESIGN.md:
+ *
+ * <pre>{@code
+ * {"feeds":[{"name":"x","dtype":"float32","shape":[16,64],"fill":"normal"}],
+ *  "loss":"loss:0", "train_op":"train_op", "init":"init"}
+ * }</pre>
+ *
+ * Unknown keys are ignored. {@code loss} is a tensor name ({@code :0} implied); {@code train_op}
+ * and {@code init} are op names.
+ *
+ * @param feeds     feeds, in the order given
+ * @param loss      loss tensor name, always with an output index
+ * @param trainOp   training op name
+ * @param init      initializer op name, or null when the graph needs none
+ */
+public record Manifest(List<Feed> feeds, String loss, String trainOp, String init) {
+
+  /** The fills a synthetic feed may use. */
+  public static final Set<String> FILLS = Set.of("normal", "uniform", "zeros", "onehot");
+
+  /** The dtypes a feed may have. */
+  public static final Set<String> DTYPES = Set.of("float32", "float64", "int32", "int64");
+
+  /**
+   * One feed.
+   *
+   * @param name  placeholder name (op name, or tensor name with index)
+   * @param dtype one of {@link #DTYPES}
+   * @param shape static shape; {@code -1} is not allowed here
+   * @param fill  one of {@link #FILLS}
+   */
+  public record Feed(String name, String dtype, long[] shape, String fill) {
+    public Feed {
+      Objects.requireNonNull(name, "feed name");
+      if (!DTYPES.contains(dtype)) {
+        throw new IllegalArgumentException("feed '" + name + "': unsupported dtype '" + dtype
+            + "' (expected one of " + sorted(DTYPES) + ")");
+      }
+      if (!FILLS.contains(fill)) {
+        throw new IllegalArgumentException("feed '" + name + "': unknown fill '" + fill
+            + "' (expected one of " + sorted(FILLS) + ")");
+      }
+      for (long d : shape) {
+        if (d < 0) {
+          throw new IllegalArgumentException("feed '" + name + "': shape dimensions must be >= 0");
+        }
+      }
+      shape = shape.clone();
+    }
+
+    /** Number of elements. */
+    public long elements() {
+      long n = 1;
+      for (long d : shape) {
+        n *= d;
+      }
+      return n;
+    }
+
+    /** The first dimension, taken as the batch size. */
+    public long batch() {
+      return shape.length == 0 ? 1 : shape[0];
+    }
+
+    @Override
+    public long[] shape() {
+      return shape.clone();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Feed f && f.name.equals(name) && f.dtype.equals(dtype)
+          && java.util.Arrays.equals(f.shape, shape) && f.fill.equals(fill);
+    }
+
+    @Override
+    public int hashCode() {
+      return Objects.hash(name, dtype, java.util.Arrays.hashCode(shape), fill);
+    }
+  }
+
+  private static final ObjectMapper JSON =
+      new ObjectMapper().configure(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES, false);
+
+  public Manifest {
+    feeds = List.copyOf(feeds);
+    Objects.requireNonNull(loss, "manifest needs \"loss\"");
+    Objects.requireNonNull(trainOp, "manifest needs \"train_op\"");
+    loss = loss.contains(":") ? loss : loss + ":0";
+  }
+
+  /** The batch size: the first dimension of the first feed. */
+  public long batchSize() {
+    return feeds.isEmpty() ? 1 : feeds.get(0).batch();
+  }
+
+  /** Parses the manifest JSON; throws {@link IllegalArgumentException} with a clear message. */
+  public static Manifest parse(String json) {
+    JsonNode root;
+    try {
+      root = JSON.readTree(json);
+    } catch (JsonProcessingException e) {
+      throw new IllegalArgumentException("manifest is not valid JSON: " + e.getOriginalMessage());
+    }
+    if (root == null || !root.isObject()) {
+      throw new IllegalArgumentException("manifest must be a JSON object");
+    }
+    JsonNode feedsNode = root.get("feeds");
+    if (feedsNode == null || !feedsNode.isArray()) {
+      throw new IllegalArgumentException("manifest needs \"feeds\": an array (may be empty)");
+    }
+    List<Feed> feeds = new ArrayList<>();
+    for (JsonNode f : feedsNode) {
+      String name = text(f, "name", null);
+      if (name == null) {
+        throw new IllegalArgumentException("manifest: every feed needs a \"name\"");
+      }
+      JsonNode shapeNode = f.get("shape");
+      if (shapeNode == null || !shapeNode.isArray()) {
+        throw new IllegalArgumentException("feed '" + name + "' needs \"shape\": an array of ints");
+      }
+      long[] shape = new long[shapeNode.size()];
+      for (int i = 0; i < shape.length; i++) {
+        if (!shapeNode.get(i).canConvertToLong()) {
+          throw new IllegalArgumentException("feed '" + name + "': shape must hold integers");
+        }
+        shape[i] = shapeNode.get(i).asLong();
+      }
+      feeds.add(new Feed(name, text(f, "dtype", "float32").toLowerCase(Locale.ROOT), shape,
+          text(f, "fill", "normal").toLowerCase(Locale.ROOT)));
+    }
+    String loss = text(root, "loss", null);
+    String trainOp = text(root, "train_op", null);
+    if (loss == null) {
+      throw new IllegalArgumentException("manifest needs \"loss\" (a tensor name such as loss:0)");
+    }
+    if (trainOp == null) {
+      throw new IllegalArgumentException("manifest needs \"train_op\" (an op name)");
+    }
+    return new Manifest(feeds, loss, trainOp, text(root, "init", null));
+  }
+
+  /** Reads and parses a manifest file. */
+  public static Manifest read(Path path) throws IOException {
+    return parse(Files.readString(path));
+  }
+
+  /** The manifest as JSON. */
+  public String toJson() {
+    ObjectNode root = JSON.createObjectNode();
+    ArrayNode fs = root.putArray("feeds");
+    for (Feed f : feeds) {
+      ObjectNode n = fs.addObject();
+      n.put("name", f.name()).put("dtype", f.dtype());
+      ArrayNode s = n.putArray("shape");
+      for (long d : f.shape) {
+        s.add(d);
+      }
+      n.put("fill", f.fill());
+    }
+    root.put("loss", loss).put("train_op", trainOp);
+    if (init != null) {
+      root.put("init", init);
+    }
+    try {
+      return JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root);
+    } catch (JsonProcessingException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** Writes the manifest as JSON. */
+  public void write(Path path) throws IOException {
+    Files.writeString(path, toJson());
+  }
+
+  private static String text(JsonNode n, String key, String dflt) {
+    JsonNode v = n.get(key);
+    return v == null || v.isNull() ? dflt : v.asText();
+  }
+
+  private static List<String> sorted(Set<String> s) {
+    return s.stream().sorted().toList();
+  }
+}

@@ -1,0 +1,32 @@
+package dev.lms4j.tf;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Objects;
+import org.tensorflow.proto.GraphDef;
+
+/**
+ * A training GraphDef together with the {@link Manifest} that says how to run it.
+ *
+ * @param graphDef the graph
+ * @param manifest feeds, loss, train op and init op
+ */
+public record TrainingGraph(GraphDef graphDef, Manifest manifest) {
+  public TrainingGraph {
+    Objects.requireNonNull(graphDef);
+    Objects.requireNonNull(manifest);
+  }
+
+  /** Loads a binary GraphDef file and a manifest file; bad input gives IllegalArgumentException. */
+  public static TrainingGraph load(Path graphPb, Path manifestJson) throws IOException {
+    Manifest m = Manifest.read(manifestJson);
+    return new TrainingGraph(GraphDefs.read(graphPb), m);
+  }
+
+  /** Writes the graph as a binary GraphDef and the manifest as JSON. */
+  public void write(Path graphPb, Path manifestJson) throws IOException {
+    Files.write(graphPb, graphDef.toByteArray());
+    manifest.write(manifestJson);
+  }
+}

@@ -1,0 +1,43 @@
+package dev.lms4j.tf.run;
+
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The outcome of training steps run in a worker.
+ *
+ * @param fits        true when every step ran
+ * @param oom         true when the run ended by running out of the memory budget
+ * @param steps       the steps that ran
+ * @param peakBytes   the highest {@code allocator_bytes_in_use} seen in the traced step's
+ *                    {@code RunMetadata} step stats (-1 when not measured)
+ * @param peakSource  how {@code peakBytes} was measured
+ * @param error       what went wrong, or null
+ */
+public record RunResult(boolean fits, boolean oom, List<StepRecord> steps, long peakBytes,
+    String peakSource, String error) {
+  public RunResult {
+    steps = List.copyOf(steps);
+  }
+
+  /** The median step time, leaving out the first (warm-up, traced) step when there are more. */
+  public double medianMs() {
+    double[] ms = steps.stream().skip(steps.size() > 1 ? 1 : 0).mapToDouble(StepRecord::ms)
+        .sorted().toArray();
+    if (ms.length == 0) {
+      return Double.NaN;
+    }
+    return ms.length % 2 == 1 ? ms[ms.length / 2] : (ms[ms.length / 2 - 1] + ms[ms.length / 2]) / 2;
+  }
+
+  /** The losses, in step order. */
+  public double[] losses() {
+    return steps.stream().mapToDouble(StepRecord::loss).toArray();
+  }
+
+  @Override
+  public String toString() {
+    return (fits ? "fits" : oom ? "OOM" : "failed") + " losses=" + Arrays.toString(losses())
+        + " peak=" + peakBytes + (error == null ? "" : " error=" + error);
+  }
+}

@@ -1,0 +1,108 @@
+package dev.lms4j.tf.run;
+
+import dev.lms4j.tf.Manifest;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+import org.tensorflow.Graph;
+import org.tensorflow.Result;
+import org.tensorflow.Session;
+import org.tensorflow.Tensor;
+import org.tensorflow.proto.ConfigProto;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.RunMetadata;
+import org.tensorflow.proto.RunOptions;
+import org.tensorflow.proto.StepStats;
+import org.tensorflow.types.TFloat32;
+import org.tensorflow.types.TFloat64;
+
+/**
+ * Runs training steps of a GraphDef in this process: init op, then {@code steps} steps that feed
+ * synthetic data, fetch the loss and run the train op. Step 1 is traced
+ * ({@code FULL_TRACE}) to read the allocator's bytes in use after each op.
+ */
+public final class StepLoop {
+  private StepLoop() {}
+
+  /** Allocator statistics of a traced step. */
+  public record Trace(long peakBytes, String allocator) {}
+
+  /**
+   * Runs the steps; each finished step is passed to {@code onStep} at once (so a supervisor
+   * sees progress before a later step fails).
+   *
+   * @return the trace of step 1 (peak -1 when the allocator reported nothing)
+   */
+  public static Trace run(GraphDef gd, Manifest m, ConfigProto config, int steps, long seed,
+      Consumer<StepRecord> onStep) {
+    Trace trace = new Trace(-1, "none");
+    try (Graph g = new Graph()) {
+      g.importGraphDef(gd);
+      try (Session s = new Session(g, config)) {
+        if (m.init() != null) {
+          s.runner().addTarget(m.init()).run();
+        }
+        for (int step = 1; step <= steps; step++) {
+          List<Tensor> feeds = new ArrayList<>();
+          try {
+            Session.Runner r = s.runner();
+            for (int i = 0; i < m.feeds().size(); i++) {
+              Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, seed, step);
+              feeds.add(t);
+              r.feed(m.feeds().get(i).name(), t);
+            }
+            r.fetch(m.loss()).addTarget(m.trainOp());
+            boolean traced = step == 1;
+            if (traced) {
+              r.setOptions(RunOptions.newBuilder()
+                  .setTraceLevel(RunOptions.TraceLevel.FULL_TRACE).build());
+            }
+            long t0 = System.nanoTime();
+            try (Result res = traced ? r.runAndFetchMetadata() : r.run()) {
+              double ms = (System.nanoTime() - t0) / 1e6;
+              double loss = scalar(res.get(0));
+              if (traced && res.getMetadata().isPresent()) {
+                trace = peak(res.getMetadata().get());
+              }
+              onStep.accept(new StepRecord(step, loss, ms));
+            }
+          } finally {
+            for (Tensor t : feeds) {
+              t.close();
+            }
+          }
+        }
+      }
+    }
+    return trace;
+  }
+
+  /** The highest allocator_bytes_in_use over all node stats of a traced step. */
+  public static Trace peak(RunMetadata md) {
+    long peak = -1;
+    String alloc = "none";
+    StepStats ss = md.getStepStats();
+    for (var dev : ss.getDevStatsList()) {
+      for (var node : dev.getNodeStatsList()) {
+        for (var mem : node.getMemoryList()) {
+          if (mem.getAllocatorBytesInUse() > peak) {
+            peak = mem.getAllocatorBytesInUse();
+            alloc = mem.getAllocatorName();
+          }
+        }
+      }
+    }
+    return new Trace(peak, alloc);
+  }
+
+  private static double scalar(Tensor t) {
+    if (t instanceof TFloat32 f) {
+      return f.getFloat();
+    }
+    if (t instanceof TFloat64 d) {
+      return d.getDouble();
+    }
+    throw new IllegalArgumentException("loss must be a float32 or float64 scalar, got "
+        + t.dataType());
+  }
+}
