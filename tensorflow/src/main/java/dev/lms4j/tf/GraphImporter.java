@@ -23,8 +23,9 @@ import org.tensorflow.proto.TensorShapeProto;
  * inference (the GraphDef is imported into a scratch {@link Graph}).
  *
  * <p>The first unknown dimension of a shape is the batch size. Feed shapes (from a manifest) are
- * set on the placeholders before shape inference, so they propagate; any dimension still unknown
- * after that takes {@code batchSize} when given, and is an error otherwise.
+ * set on the placeholders before shape inference, so they propagate. The batch size is
+ * {@code batchSize} when given, else the first dimension of the placeholders; a placeholder whose
+ * first dimension is unknown then is an error. Later unknown dimensions of a shape count as 1.
  */
 public final class GraphImporter {
   /** Default name scope of gradient ops ({@code Graph.addGradients} and Python's tf.gradients). */
@@ -54,6 +55,9 @@ public final class GraphImporter {
             + e.getMessage(), e);
       }
       String prefix = backwardScope.endsWith("/") ? backwardScope : backwardScope + "/";
+      if (batchSize < 0) {
+        batchSize = inferBatch(g, shaped);
+      }
       for (NodeDef n : shaped.getNodeList()) {
         GraphOperation op = g.operation(n.getName());
         List<Tensor> outs = new ArrayList<>();
@@ -64,6 +68,35 @@ public final class GraphImporter {
       }
     }
     return b.build();
+  }
+
+  /**
+   * The batch size from the placeholders' static shapes: the first dimension of the first
+   * placeholder of rank >= 1; 1 when there is none.
+   *
+   * @throws IllegalArgumentException when a placeholder's first dimension is unknown
+   */
+  private static int inferBatch(Graph g, GraphDef gd) {
+    int batch = -1;
+    for (NodeDef n : gd.getNodeList()) {
+      if (!n.getOp().equals("Placeholder")) {
+        continue;
+      }
+      var shape = g.operation(n.getName()).output(0).shape();
+      if (shape.isUnknown() || shape.numDimensions() == 0) {
+        continue;
+      }
+      long d = shape.size(0);
+      if (d < 0) {
+        throw new IllegalArgumentException("placeholder " + n.getName() + " has an unknown "
+            + "batch dimension " + shape + ": give the batch size (--batch, SwapParams.batchSize, "
+            + "or full feed shapes in the manifest)");
+      }
+      if (batch < 0) {
+        batch = (int) d;
+      }
+    }
+    return batch < 0 ? 1 : batch;
   }
 
   /** The category of a node: gradient ops by scope, variable updates by type. */
@@ -94,11 +127,6 @@ public final class GraphImporter {
     long[] dims = shape.clone();
     for (int d = 0; d < dims.length; d++) {
       if (dims[d] < 0) {
-        if (batchSize < 0) {
-          throw new IllegalArgumentException("the shape of " + op.name() + ":" + i + " is "
-              + Arrays.toString(shape).replace("-1", "?") + ": the batch size cannot be "
-              + "inferred; give it (batch size option, or full feed shapes in the manifest)");
-        }
         dims[d] = d == 0 || Arrays.stream(dims, 0, d).allMatch(x -> x >= 0) ? batchSize : 1;
       }
     }

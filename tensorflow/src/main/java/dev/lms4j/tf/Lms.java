@@ -202,7 +202,7 @@ public final class Lms {
 
     /**
      * The share of the budget the simulated peak may use (TFLMS's
-     * {@code TF_LMS_SIMULATOR_MEM_RATIO}, default 0.9): the rest is margin for fragmentation and
+     * {@code TF_LMS_SIMULATOR_MEM_RATIO}; lms4j default 0.8): the rest is margin for fragmentation and
      * kernel scratch memory.
      */
     public Builder memRatio(double r) {

@@ -63,6 +63,7 @@ public final class StepLoop {
               double loss = scalar(res.get(0));
               if (traced && res.getMetadata().isPresent()) {
                 trace = peak(res.getMetadata().get());
+                dumpIfAsked(res.getMetadata().get());
               }
               onStep.accept(new StepRecord(step, loss, ms));
             }
@@ -93,6 +94,34 @@ public final class StepLoop {
       }
     }
     return new Trace(peak, alloc);
+  }
+
+  /**
+   * When {@code LMS4J_DUMP_TRACE} names a file, writes the traced step's ops in execution order
+   * with the allocator's bytes in use after each (tab-separated: start micros, op, bytes).
+   */
+  private static void dumpIfAsked(RunMetadata md) {
+    String file = System.getenv("LMS4J_DUMP_TRACE");
+    if (file == null || file.isEmpty()) {
+      return;
+    }
+    List<String> rows = new ArrayList<>();
+    for (var dev : md.getStepStats().getDevStatsList()) {
+      for (var node : dev.getNodeStatsList()) {
+        long bytes = -1;
+        for (var mem : node.getMemoryList()) {
+          bytes = Math.max(bytes, mem.getAllocatorBytesInUse());
+        }
+        rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes);
+      }
+    }
+    rows.sort(java.util.Comparator.comparingLong(r -> Long.parseLong(r.substring(0,
+        r.indexOf('\t')))));
+    try {
+      java.nio.file.Files.write(java.nio.file.Path.of(file), rows);
+    } catch (java.io.IOException e) {
+      throw new java.io.UncheckedIOException(e);
+    }
   }
 
   private static double scalar(Tensor t) {

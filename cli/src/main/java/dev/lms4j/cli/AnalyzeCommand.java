@@ -1,0 +1,43 @@
+package dev.lms4j.cli;
+
+import dev.lms4j.tf.TrainingGraph;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/** {@code lms4j analyze}: plan without running. */
+@Command(name = "analyze", mixinStandardHelpOptions = true,
+    description = "Plan LMS for a zoo model or an exported graph and report the predicted "
+        + "peaks and the plan, without running anything.")
+final class AnalyzeCommand implements Callable<Integer> {
+  @Mixin ModelArgs modelArgs;
+  @Option(names = "--graph", paramLabel = "FILE.pb") Path graph;
+  @Option(names = "--manifest", paramLabel = "FILE.json") Path manifest;
+  @Mixin LmsOptions lms;
+  @Option(names = "--report", paramLabel = "FILE.json") Path report;
+
+  @Override
+  public Integer call() throws Exception {
+    Reports.checkWritable(report);
+    TrainingGraph tg;
+    String name;
+    if (modelArgs.model != null && graph == null) {
+      tg = modelArgs.build();
+      name = modelArgs.model;
+    } else if (modelArgs.model == null && graph != null && manifest != null) {
+      tg = TrainingGraph.load(graph, manifest);
+      name = graph.getFileName().toString();
+    } else {
+      throw new IllegalArgumentException("analyze needs either --model NAME or --graph FILE.pb "
+          + "with --manifest FILE.json");
+    }
+    if (lms.budget == null) {
+      throw new IllegalArgumentException("analyze needs --budget SIZE");
+    }
+    Pipeline.Outcome o = Pipeline.execute(name, tg, lms, 0, System.out);
+    Reports.write(o.report(), report);
+    return o.exitCode();
+  }
+}

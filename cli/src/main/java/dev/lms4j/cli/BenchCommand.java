@@ -1,0 +1,30 @@
+package dev.lms4j.cli;
+
+import dev.lms4j.bench.SwapBench;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+/** {@code lms4j bench}: the benchmark suite. */
+@Command(name = "bench", mixinStandardHelpOptions = true,
+    description = "Run the benchmark suite: smallest budget with and without LMS (bisection), "
+        + "step time at half the no-LMS budget vs unbudgeted, predicted vs measured peak, "
+        + "planning time at 10k and 100k ops. Writes JSON and Markdown.")
+final class BenchCommand implements Callable<Integer> {
+  @Option(names = "--suite", defaultValue = "quick", description = "quick (default) or full.")
+  String suite;
+
+  @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
+      + "(default ${DEFAULT-VALUE}).")
+  Path out;
+
+  @Override
+  public Integer call() throws Exception {
+    if (!suite.equals("quick") && !suite.equals("full")) {
+      throw new IllegalArgumentException("--suite must be quick or full");
+    }
+    SwapBench.run(suite, out, System.out);
+    return 0;
+  }
+}

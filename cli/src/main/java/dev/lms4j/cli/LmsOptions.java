@@ -1,0 +1,110 @@
+package dev.lms4j.cli;
+
+import dev.lms4j.core.plan.SwapParams;
+import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.report.Sizes;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+import picocli.CommandLine.Option;
+
+/** LMS options shared by the commands: mode, budget and TFLMS's parameters. */
+final class LmsOptions {
+  @Option(names = "--budget", paramLabel = "SIZE",
+      description = "Device memory budget: 512MiB, 2GiB, 1.5GB or bytes. Runs are made in a "
+          + "worker JVM whose TensorFlow allocator is limited to it.")
+  String budget;
+
+  @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
+      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). In this "
+          + "version tflms, swap and auto all use the TFLMS swap planner (auto-tuned unless "
+          + "parameters are given); remat is not available yet.")
+  String lms;
+
+  @Option(names = "--swapout-threshold", defaultValue = "-1",
+      description = "TFLMS swapout_threshold: swap a tensor whose consumer is more than this "
+          + "many levels after its producer (-1: auto-tune).")
+  int swapoutThreshold;
+
+  @Option(names = "--swapin-ahead", defaultValue = "-1",
+      description = "TFLMS swapin_ahead: start a swap-in at least this many levels before its "
+          + "consumer (-1: auto-tune).")
+  int swapinAhead;
+
+  @Option(names = "--swapin-groupby", defaultValue = "-1",
+      description = "TFLMS swapin_groupby: consumers within this many levels share one "
+          + "swap-in (-1: auto-tune).")
+  int swapinGroupby;
+
+  @Option(names = "--sync-mode", defaultValue = "0",
+      description = "TFLMS sync_mode: 0 async, 1 sync swap-out, 2 sync swap-in, 3 both.")
+  int syncMode;
+
+  @Option(names = "--serialization", split = ",", paramLabel = "SLICE",
+      description = "Level slices to serialize, e.g. 1,3:5,7: (end exclusive).")
+  List<String> serialization = List.of();
+
+  @Option(names = "--serialization-by-size", defaultValue = "0", paramLabel = "GiB",
+      description = "Serialize levels whose tensors sum to more than this many GiB (0: off).")
+  double serializationBySize;
+
+  @Option(names = "--excl-output-scopes", split = ",") Set<String> exclOutputScopes = Set.of();
+  @Option(names = "--excl-output-types", split = ",") Set<String> exclOutputTypes = Set.of();
+  @Option(names = "--incl-output-scopes", split = ",") Set<String> inclOutputScopes = Set.of();
+  @Option(names = "--incl-output-types", split = ",") Set<String> inclOutputTypes = Set.of();
+  @Option(names = "--excl-input-scopes", split = ",") Set<String> exclInputScopes = Set.of();
+  @Option(names = "--excl-input-types", split = ",") Set<String> exclInputTypes = Set.of();
+  @Option(names = "--incl-input-scopes", split = ",") Set<String> inclInputScopes = Set.of();
+  @Option(names = "--incl-input-types", split = ",") Set<String> inclInputTypes = Set.of();
+
+  @Option(names = "--tier", defaultValue = "host",
+      description = "Where swapped tensors go: host | disk | device-placement (GPU builds only).")
+  String tier;
+
+  @Option(names = "--swap-dir", description = "Directory for --tier disk (default: a temp dir).")
+  Path swapDir;
+
+  @Option(names = "--mem-ratio", defaultValue = "0.8",
+      description = "Share of the budget the simulated peak may use (TFLMS's "
+          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default ${DEFAULT-VALUE}: kernel scratch memory and fragmentation need the rest).")
+  double memRatio;
+
+  @Option(names = "--debug", description = "Log the plan in detail.") boolean debug;
+
+  @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
+
+  LmsMode mode() {
+    LmsMode m = LmsMode.parse(lms);
+    if (m == LmsMode.REMAT) {
+      throw new IllegalArgumentException("--lms remat is not available in this version of lms4j "
+          + "(recomputation is planned); use swap, tflms or auto");
+    }
+    return m;
+  }
+
+  long budgetBytes() {
+    return budget == null ? 0 : Sizes.parse(budget);
+  }
+
+  SwapParams params(int batch) {
+    return SwapParams.builder().swapoutThreshold(swapoutThreshold).swapinAhead(swapinAhead)
+        .swapinGroupby(swapinGroupby).syncMode(syncMode).serialization(serialization)
+        .serializationBySize(serializationBySize)
+        .exclOutputByScopes(exclOutputScopes).exclOutputByTypes(exclOutputTypes)
+        .inclOutputByScopes(inclOutputScopes).inclOutputByTypes(inclOutputTypes)
+        .exclInputByScopes(exclInputScopes).exclInputByTypes(exclInputTypes)
+        .inclInputByScopes(inclInputScopes).inclInputByTypes(inclInputTypes)
+        .tier(Tier.parse(tier)).batchSize(batch > 0 ? batch : -1).debug(debug)
+        .debugLevel(debugLevel).build();
+  }
+
+  /** Checks every value; throws IllegalArgumentException on the first bad one. */
+  void validate(int batch) {
+    mode();
+    budgetBytes();
+    params(batch);
+    if (!(memRatio > 0 && memRatio <= 1)) {
+      throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
+    }
+  }
+}

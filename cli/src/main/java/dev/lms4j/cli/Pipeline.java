@@ -1,0 +1,164 @@
+package dev.lms4j.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.SwapAutoTuner;
+import dev.lms4j.core.plan.SwapParams;
+import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.report.Report;
+import dev.lms4j.core.report.Sizes;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.GraphStats;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.Manifest;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.RunResult;
+import dev.lms4j.tf.run.StepRecord;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Locale;
+import java.util.Map;
+
+/** Plan (and optionally run) a training graph the way train, run, analyze and demo share. */
+final class Pipeline {
+  private Pipeline() {}
+
+  /** What a pipeline produced. */
+  record Outcome(Report report, TrainingGraph graph, LmsResult lms, RunResult run, int exitCode) {}
+
+  /**
+   * Plans {@code tg} for the options; runs {@code steps} steps in a worker when {@code steps > 0}.
+   * Bad options throw {@link IllegalArgumentException} before anything runs.
+   */
+  static Outcome execute(String name, TrainingGraph tg, LmsOptions o, int steps, PrintStream out)
+      throws IOException {
+    int batch = (int) tg.manifest().batchSize();
+    o.validate(batch);
+    LmsMode mode = o.mode();
+    long budget = o.budgetBytes();
+    SwapParams params = o.params(batch);
+    if (mode != LmsMode.OFF && budget <= 0 && params.autoTune()) {
+      throw new IllegalArgumentException("--lms " + mode.cli() + " needs --budget (or the "
+          + "parameters --swapout-threshold, --swapin-ahead and --swapin-groupby)");
+    }
+    Report report = new Report(name, batch, budget, mode.cli());
+    Path tmpSwap = null;
+    LmsResult lms;
+    TrainingGraph toRun = tg;
+    try {
+      if (mode == LmsMode.OFF) {
+        lms = analyzeOnly(tg, params);
+      } else {
+        Path swapDir = o.swapDir;
+        if (params.tier() == Tier.DISK && swapDir == null) {
+          tmpSwap = Files.createTempDirectory("lms4j-swap");
+          swapDir = tmpSwap;
+        } else if (swapDir != null) {
+          Files.createDirectories(swapDir);
+        }
+        Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir);
+        if (budget > 0) {
+          b.budget(budget);
+        }
+        try {
+          lms = b.build().rewrite(tg);
+        } catch (PlanningException e) {
+          report.error(e.getMessage());
+          report.extra("smallest_budget").put("bytes", e.smallestBudgetBytes());
+          out.println("Does not fit: " + e.getMessage());
+          return new Outcome(report, tg, null, null, 1);
+        }
+        toRun = new TrainingGraph(lms.graphDef(), tg.manifest());
+      }
+      GraphStats s = lms.stats();
+      report.graph(s.ops(), s.tensors(), s.parameterBytes());
+      SwapPlan plan = lms.plan();
+      report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(), 0, 0,
+          lms.planningMs(), mode == LmsMode.OFF ? null : paramsJson(plan, lms.rewritten()));
+      report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
+      out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
+          name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
+          Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
+              : lms.rewritten() ? String.format(Locale.ROOT, " (%d swap-outs, %d swap-ins, %s)",
+                  plan.swapOuts().size(), plan.swapInCount(), Sizes.mib(plan.swapOutBytes()))
+              : " (LMS not necessary)");
+      if (steps <= 0) {
+        return new Outcome(report, toRun, lms, null, 0);
+      }
+      out.printf(Locale.ROOT, "Training %d steps %s...%n", steps, budget > 0
+          ? "under a budget of " + Sizes.mib(budget) : "without a budget");
+      RunResult r = BudgetedRunner.run(toRun, BudgetedRunner.Options.of(budget, steps),
+          rec -> out.printf(Locale.ROOT, "  step %d/%d  loss %.6f  %.0f ms%n", rec.step(), steps,
+              rec.loss(), rec.ms()));
+      fill(report, r);
+      if (r.fits()) {
+        out.printf(Locale.ROOT, "Trained %d steps: median %.0f ms/step, measured peak %s%n",
+            steps, r.medianMs(), r.peakBytes() >= 0 ? Sizes.mib(r.peakBytes()) : "unknown");
+      } else {
+        out.println("The run failed: " + r.error());
+      }
+      return new Outcome(report, toRun, lms, r, r.fits() ? 0 : 1);
+    } finally {
+      if (tmpSwap != null) {
+        deleteTree(tmpSwap);
+      }
+    }
+  }
+
+  /** Fills the measured section from a run. */
+  static void fill(Report report, RunResult r) {
+    int n = r.steps().size();
+    int[] no = new int[n];
+    double[] loss = new double[n];
+    double[] ms = new double[n];
+    for (int i = 0; i < n; i++) {
+      StepRecord s = r.steps().get(i);
+      no[i] = s.step();
+      loss[i] = s.loss();
+      ms[i] = s.ms();
+    }
+    report.measured(r.fits(), r.peakBytes(), r.peakSource(), r.medianMs(), no, loss, ms);
+    if (!r.fits()) {
+      report.error(r.error());
+    }
+  }
+
+  private static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {
+    Map<String, long[]> shapes = new HashMap<>();
+    for (Manifest.Feed f : tg.manifest().feeds()) {
+      shapes.put(f.name(), f.shape());
+    }
+    long t0 = System.nanoTime();
+    DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), shapes, params.batchSize(),
+        GraphImporter.DEFAULT_BACKWARD_SCOPE);
+    long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
+    return new LmsResult(tg.graphDef(), SwapPlan.empty(params), model, GraphStats.of(model),
+        peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);
+  }
+
+  private static ObjectNode paramsJson(SwapPlan plan, boolean rewritten) {
+    SwapParams p = plan.params();
+    ObjectNode n = new ObjectMapper().createObjectNode();
+    n.put("planner", "tflms-swap").put("lms_needed", rewritten)
+        .put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
+        .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
+        .put("tier", p.tier().cliName());
+    return n;
+  }
+
+  static void deleteTree(Path dir) {
+    try (var s = Files.walk(dir)) {
+      s.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+    } catch (IOException e) {
+      // best effort
+    }
+  }
+}

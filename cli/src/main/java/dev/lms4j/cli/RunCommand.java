@@ -1,0 +1,33 @@
+package dev.lms4j.cli;
+
+import dev.lms4j.tf.TrainingGraph;
+import java.nio.file.Path;
+import java.util.concurrent.Callable;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Option;
+
+/** {@code lms4j run}: train an exported GraphDef with synthetic feeds. */
+@Command(name = "run", mixinStandardHelpOptions = true,
+    description = "Run training steps of an exported training GraphDef (binary .pb) described "
+        + "by a manifest (feeds, loss, train_op, init), with synthetic seeded feeds.")
+final class RunCommand implements Callable<Integer> {
+  @Option(names = "--graph", required = true, paramLabel = "FILE.pb") Path graph;
+  @Option(names = "--manifest", required = true, paramLabel = "FILE.json") Path manifest;
+  @Mixin LmsOptions lms;
+  @Option(names = "--steps", defaultValue = "5") int steps;
+  @Option(names = "--report", paramLabel = "FILE.json") Path report;
+
+  @Override
+  public Integer call() throws Exception {
+    if (steps < 1) {
+      throw new IllegalArgumentException("--steps must be >= 1");
+    }
+    Reports.checkWritable(report);
+    TrainingGraph tg = TrainingGraph.load(graph, manifest);
+    Pipeline.Outcome o = Pipeline.execute(graph.getFileName().toString(), tg, lms, steps,
+        System.out);
+    Reports.write(o.report(), report);
+    return o.exitCode();
+  }
+}

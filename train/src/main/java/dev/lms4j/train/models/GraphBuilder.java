@@ -1,0 +1,159 @@
+package dev.lms4j.train.models;
+
+import dev.lms4j.tf.Manifest;
+import dev.lms4j.tf.TrainingGraph;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.Graph;
+import org.tensorflow.Operand;
+import org.tensorflow.Output;
+import org.tensorflow.ndarray.Shape;
+import org.tensorflow.op.Op;
+import org.tensorflow.op.Ops;
+import org.tensorflow.op.core.Placeholder;
+import org.tensorflow.op.core.Variable;
+import org.tensorflow.op.random.TruncatedNormal;
+import org.tensorflow.proto.AttrValue;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+import org.tensorflow.types.TFloat32;
+
+/**
+ * The machinery shared by the models: seeded variables with their initialisers, the loss, the
+ * gradients, the SGD update and the export to a {@link TrainingGraph}.
+ *
+ * <p>One builder builds one graph; {@link #finish} closes nothing, {@link #close} frees the graph.
+ */
+final class GraphBuilder implements AutoCloseable {
+
+  private static final Logger LOG = LoggerFactory.getLogger(GraphBuilder.class);
+
+  /**
+   * Extra factor on the He scale of the final (logits) kernel. Without normalisation layers a
+   * full-scale logits layer starts far from {@code ln(classes)} and the first SGD steps overshoot.
+   */
+  static final double LOGITS_GAIN = 0.1;
+
+  /** Standard deviation of a unit normal truncated at two standard deviations. */
+  private static final double TRUNCATED_STDDEV = 0.87962566103423978;
+
+  private final Graph graph = new Graph();
+  private final Ops tf = Ops.create(graph);
+  private final long seed;
+  private final List<Variable<TFloat32>> variables = new ArrayList<>();
+  private final List<Op> assigns = new ArrayList<>();
+  private long parameters;
+
+  GraphBuilder(long seed) {
+    this.seed = seed;
+  }
+
+  /** The root (unscoped) op factory. */
+  Ops ops() {
+    return tf;
+  }
+
+  /** A float32 placeholder with a full static shape. */
+  Placeholder<TFloat32> placeholder(String name, Shape shape) {
+    return tf.withName(name).placeholder(TFloat32.class, Placeholder.shape(shape));
+  }
+
+  /**
+   * A weight variable {@code scope/name} initialised from a seeded truncated normal with He
+   * scaling: standard deviation {@code gain * sqrt(2 / fanIn)}.
+   */
+  Variable<TFloat32> heWeight(Ops scope, String name, Shape shape, long fanIn, double gain) {
+    Variable<TFloat32> v = scope.withName(name).variable(shape, TFloat32.class);
+    Ops init = scope.withSubScope(name + "_init");
+    // seed2 = 1-based variable index: every variable gets its own fixed stream
+    Operand<TFloat32> unit = init.random.truncatedNormal(init.constant(shape.asArray()),
+        TFloat32.class, TruncatedNormal.seed(seed),
+        TruncatedNormal.seed2((long) variables.size() + 1));
+    float stddev = (float) (gain * Math.sqrt(2.0 / fanIn) / TRUNCATED_STDDEV);
+    register(v, init.assign(v, init.math.mul(unit, init.constant(stddev))));
+    return v;
+  }
+
+  /** A variable {@code scope/name} initialised to zeros (for biases). */
+  Variable<TFloat32> zeros(Ops scope, String name, Shape shape) {
+    Variable<TFloat32> v = scope.withName(name).variable(shape, TFloat32.class);
+    Ops init = scope.withSubScope(name + "_init");
+    register(v, init.assign(v, init.fill(init.constant(shape.asArray()), init.constant(0f))));
+    return v;
+  }
+
+  private void register(Variable<TFloat32> v, Op assign) {
+    variables.add(v);
+    assigns.add(assign);
+    parameters += v.shape().size();
+  }
+
+  /**
+   * Adds loss, gradients, updates, {@code train_op} and {@code init}, and exports the graph.
+   *
+   * @param model        model name, for logging
+   * @param logits       the forward output, {@code [batch, classes]}
+   * @param x            the input placeholder (named {@code x})
+   * @param labels       the one-hot label placeholder (named {@code labels})
+   * @param learningRate the SGD step size
+   */
+  TrainingGraph finish(String model, Operand<TFloat32> logits, Placeholder<TFloat32> x,
+      Placeholder<TFloat32> labels, float learningRate) {
+    Operand<TFloat32> xent = tf.nn.softmaxCrossEntropyWithLogits(logits, labels).loss();
+    Operand<TFloat32> loss = tf.withName("loss").math.mean(xent, tf.constant(new int[] {0}));
+
+    Output<?>[] vars = new Output<?>[variables.size()];
+    for (int i = 0; i < vars.length; i++) {
+      vars[i] = variables.get(i).asOutput();
+    }
+    Output<?>[] grads = graph.addGradients("gradients", new Output<?>[] {loss.asOutput()}, vars,
+        null);
+
+    Ops train = tf.withSubScope("train");
+    Operand<TFloat32> lr = train.withName("learning_rate").constant(learningRate);
+    List<Op> updates = new ArrayList<>(vars.length);
+    for (int i = 0; i < vars.length; i++) {
+      Variable<TFloat32> v = variables.get(i);
+      if (grads[i] == null) {
+        throw new IllegalStateException(model + ": variable " + v.op().name()
+            + " does not affect the loss");
+      }
+      updates.add(train.withName(v.op().name().replace('/', '_'))
+          .train.applyGradientDescent(v, lr, grads[i].expect(TFloat32.class)));
+    }
+    tf.withControlDependencies(updates).withName("train_op").noOp();
+    tf.withControlDependencies(assigns).withName("init").noOp();
+
+    GraphDef def = canonical(graph.toGraphDef());
+    Manifest manifest = new Manifest(List.of(
+        new Manifest.Feed(x.op().name(), "float32", x.shape().asArray(), "normal"),
+        new Manifest.Feed(labels.op().name(), "float32", labels.shape().asArray(), "onehot")),
+        "loss:0", "train_op", "init");
+    LOG.debug("built {}: {} ops, {} variables, {} parameters", model, def.getNodeCount(),
+        variables.size(), parameters);
+    return new TrainingGraph(def, manifest);
+  }
+
+  /**
+   * Re-inserts every node's attributes in key order. The C API hands the GraphDef over with each
+   * attr map in hash order, which differs from build to build; protobuf-java then serialises maps
+   * in insertion order, so without this two equal graphs would not be byte-identical.
+   */
+  private static GraphDef canonical(GraphDef def) {
+    GraphDef.Builder b = def.toBuilder();
+    for (NodeDef.Builder node : b.getNodeBuilderList()) {
+      Map<String, AttrValue> sorted = new TreeMap<>(node.getAttrMap());
+      node.clearAttr().putAllAttr(sorted);
+    }
+    return b.build();
+  }
+
+  @Override
+  public void close() {
+    graph.close();
+  }
+}

@@ -1,0 +1,91 @@
+package dev.lms4j.train.models;
+
+import dev.lms4j.tf.TrainingGraph;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.tensorflow.Operand;
+import org.tensorflow.ndarray.Shape;
+import org.tensorflow.op.Ops;
+import org.tensorflow.op.core.Placeholder;
+import org.tensorflow.types.TFloat32;
+
+/**
+ * {@code mlp}: a deep fully connected ReLU network on flat inputs.
+ *
+ * <p>Options: {@code layers} hidden layers (default 8) of {@code width} units (1024) on inputs of
+ * {@code input} features (784), {@code classes} outputs (10), SGD step {@code lr} (0.01) and
+ * initialiser {@code seed} (42). Hidden kernels are He-initialised; the logits kernel is scaled
+ * down by {@link GraphBuilder#LOGITS_GAIN} so the first loss is close to {@code ln(classes)}.
+ */
+final class MlpModel implements ModelSpec {
+
+  private static final String NAME = "mlp";
+  private static final Map<String, String> DEFAULTS;
+
+  static {
+    Map<String, String> d = new LinkedHashMap<>();
+    d.put("layers", "8");
+    d.put("width", "1024");
+    d.put("input", "784");
+    d.put("classes", "10");
+    d.put("lr", "0.01");
+    d.put("seed", "42");
+    DEFAULTS = Collections.unmodifiableMap(d);
+  }
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public String description() {
+    return "deep MLP: <layers> x dense(<width>)+ReLU on <input> features, softmax over <classes>";
+  }
+
+  @Override
+  public int defaultBatch() {
+    return 32;
+  }
+
+  @Override
+  public Map<String, String> defaultOptions() {
+    return DEFAULTS;
+  }
+
+  @Override
+  public TrainingGraph build(int batch, Map<String, String> options) {
+    Options.checkBatch(NAME, batch);
+    Options o = Options.parse(NAME, DEFAULTS, options);
+    int layers = o.intValue("layers", 0, 1000);
+    int width = o.intValue("width", 1, 1 << 16);
+    int input = o.intValue("input", 1, 1 << 24);
+    int classes = o.intValue("classes", 2, 1 << 20);
+    float lr = o.positiveFloat("lr");
+    long seed = o.longValue("seed");
+
+    try (GraphBuilder b = new GraphBuilder(seed)) {
+      Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, input));
+      Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
+      Ops scope = b.ops().withSubScope(NAME);
+      Operand<TFloat32> h = x;
+      int fanIn = input;
+      for (int i = 0; i < layers; i++) {
+        Ops layer = scope.withSubScope("dense" + i);
+        h = layer.withName("relu").nn.relu(dense(b, layer, h, fanIn, width, 1.0));
+        fanIn = width;
+      }
+      Operand<TFloat32> logits =
+          dense(b, scope.withSubScope("logits"), h, fanIn, classes, GraphBuilder.LOGITS_GAIN);
+      return b.finish(NAME, logits, x, labels, lr);
+    }
+  }
+
+  private static Operand<TFloat32> dense(GraphBuilder b, Ops layer, Operand<TFloat32> in,
+      int fanIn, int units, double gain) {
+    var kernel = b.heWeight(layer, "kernel", Shape.of(fanIn, units), fanIn, gain);
+    var bias = b.zeros(layer, "bias", Shape.of(units));
+    return layer.nn.biasAdd(layer.linalg.matMul(in, kernel), bias);
+  }
+}

@@ -1,0 +1,44 @@
+package dev.lms4j.train.models;
+
+import java.util.List;
+import java.util.Optional;
+
+/** The registry of built-in models: {@code mlp} and {@code resnet}. */
+public final class ModelZoo {
+
+  private static final List<ModelSpec> ALL = List.of(new MlpModel(), new ResNetModel());
+
+  private ModelZoo() {}
+
+  /**
+   * All models.
+   *
+   * @return the models, in a stable order
+   */
+  public static List<ModelSpec> all() {
+    return ALL;
+  }
+
+  /**
+   * Looks a model up by name.
+   *
+   * @param name the model name (exact match)
+   * @return the model, or empty when there is none by that name
+   */
+  public static Optional<ModelSpec> get(String name) {
+    return ALL.stream().filter(m -> m.name().equals(name)).findFirst();
+  }
+
+  /**
+   * Looks a model up by name, failing clearly when it is unknown.
+   *
+   * @param name the model name (exact match)
+   * @return the model
+   * @throws IllegalArgumentException naming the known models when there is none by that name
+   */
+  public static ModelSpec getOrThrow(String name) {
+    return get(name).orElseThrow(() -> new IllegalArgumentException("unknown model '" + name
+        + "' (known models: " + String.join(", ", ALL.stream().map(ModelSpec::name).toList())
+        + ")"));
+  }
+}
