@@ -138,7 +138,8 @@ final class Pipeline {
     }
     long t0 = System.nanoTime();
     DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), shapes, params.batchSize(),
-        GraphImporter.DEFAULT_BACKWARD_SCOPE);
+        GraphImporter.DEFAULT_BACKWARD_SCOPE,
+        java.util.Set.of(tg.manifest().loss(), tg.manifest().trainOp()));
     long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
     return new LmsResult(tg.graphDef(), SwapPlan.empty(params), model, GraphStats.of(model),
         peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);

@@ -45,7 +45,19 @@ public final class GraphImporter {
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope) {
+    return importGraph(gd, feedShapes, batchSize, backwardScope, java.util.Set.of());
+  }
+
+  /**
+   * As {@link #importGraph(GraphDef, Map, int, String)}, keeping only the ops a step runs: the
+   * ancestors (through data and control edges) of {@code runOps}, e.g. the loss and the train op.
+   * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
+   * An empty {@code runOps} keeps every op.
+   */
+  public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
+      int batchSize, String backwardScope, java.util.Set<String> runOps) {
     GraphDef shaped = withFeedShapes(gd, feedShapes);
+    java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);
     DataflowGraph.Builder b = DataflowGraph.builder();
     try (Graph g = new Graph()) {
       try {
@@ -59,6 +71,9 @@ public final class GraphImporter {
         batchSize = inferBatch(g, shaped);
       }
       for (NodeDef n : shaped.getNodeList()) {
+        if (keep != null && !keep.contains(n.getName())) {
+          continue;
+        }
         GraphOperation op = g.operation(n.getName());
         List<Tensor> outs = new ArrayList<>();
         for (int i = 0; i < op.numOutputs(); i++) {
@@ -68,6 +83,38 @@ public final class GraphImporter {
       }
     }
     return b.build();
+  }
+
+  private static java.util.Set<String> ancestors(GraphDef gd, java.util.Set<String> roots) {
+    Map<String, NodeDef> byName = new java.util.HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+    }
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    java.util.ArrayDeque<String> todo = new java.util.ArrayDeque<>();
+    for (String r : roots) {
+      String op = opName(r);
+      if (!byName.containsKey(op)) {
+        throw new IllegalArgumentException("the graph has no op named '" + op + "'");
+      }
+      todo.add(op);
+    }
+    while (!todo.isEmpty()) {
+      String v = todo.poll();
+      if (seen.add(v)) {
+        for (String in : byName.get(v).getInputList()) {
+          todo.add(opName(in));
+        }
+      }
+    }
+    return seen;
+  }
+
+  /** The op name of an input reference ({@code ^op}, {@code op}, {@code op:1}). */
+  static String opName(String ref) {
+    String s = ref.startsWith("^") ? ref.substring(1) : ref;
+    int colon = s.lastIndexOf(':');
+    return colon < 0 ? s : s.substring(0, colon);
   }
 
   /**

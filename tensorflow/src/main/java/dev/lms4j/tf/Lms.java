@@ -97,7 +97,8 @@ public final class Lms {
     for (Manifest.Feed f : tg.manifest().feeds()) {
       shapes.put(f.name(), f.shape());
     }
-    return rewrite(tg.graphDef(), shapes, tg.manifest().trainOp());
+    return rewrite(tg.graphDef(), shapes, tg.manifest().trainOp(),
+        java.util.Set.of(tg.manifest().loss(), tg.manifest().trainOp()));
   }
 
   /**
@@ -109,10 +110,19 @@ public final class Lms {
    * @throws PlanningException when no plan fits the budget
    */
   public LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp) {
+    return rewrite(gd, feedShapes, trainOp, java.util.Set.of());
+  }
+
+  /**
+   * Rewrites a GraphDef, considering only the ops a step runs: the ancestors of {@code runOps}
+   * (tensor or op names of the fetches and targets; empty: every op).
+   */
+  public LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
+      java.util.Set<String> runOps) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
     DataflowGraph model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
-        backwardScope);
+        backwardScope, runOps);
     GraphStats stats = GraphStats.of(model);
     LOG.info("[LMS][0] The graph has {} vertices and {} edges.", stats.ops(), stats.edges());
     LOG.info("[LMS][0] The graph has {} MiB of learning parameters.",

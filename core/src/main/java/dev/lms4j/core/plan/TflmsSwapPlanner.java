@@ -68,8 +68,9 @@ public final class TflmsSwapPlanner {
     boolean syncOut = p.syncMode() == 1 || p.syncMode() == 3;
     int groupby = syncIn ? 0 : p.swapinGroupby();
     List<SwapPlan.SwapOut> swaps = new ArrayList<>();
+    boolean[] foldable = foldable(sg);
     for (Op prod : sg.ops()) {
-      if (!sourceEligible(prod, p)) {
+      if (!sourceEligible(prod, p) || foldable[prod.id()]) {
         continue;
       }
       for (int i = 0; i < prod.outputs().size(); i++) {
@@ -130,6 +131,31 @@ public final class TflmsSwapPlanner {
       }
     }
     return new SwapPlan(p, swaps, serial);
+  }
+
+  /**
+   * Ops TensorFlow's constant folding turns into constants: computed from constants and static
+   * shapes only. Swapping their outputs is useless, and grappler folds the swap ops away.
+   */
+  static boolean[] foldable(DataflowGraph g) {
+    boolean[] f = new boolean[g.size()];
+    for (int v : g.topologicalOrder()) {
+      Op op = g.op(v);
+      if (OpTypes.CONSTANTS.contains(op.type()) || OpTypes.SHAPE_ONLY.contains(op.type())) {
+        f[v] = true;
+        continue;
+      }
+      if (op.inputs().isEmpty() || OpTypes.isRandomOrStateful(op.type())
+          || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
+        continue;
+      }
+      boolean all = true;
+      for (TensorId in : op.inputs()) {
+        all &= f[in.op()];
+      }
+      f[v] = all;
+    }
+    return f;
   }
 
   /** True when outputs of this op may be swapped under {@code p}'s filters. */
