@@ -46,9 +46,8 @@ public final class SwapBench {
   /** The configuration of a suite ({@code quick} or {@code full}). */
   static Config config(String suite) {
     return switch (suite) {
-      case "quick" -> new Config("quick", "resnet", 16, Map.of("image", "64", "width", "32"), 3,
-          8);
-      case "full" -> new Config("full", "resnet", 32, Map.of(), 5, 4);
+      case "quick" -> new Config("quick", "resnet", 32, Map.of("blocks", "6"), 3, 4);
+      case "full" -> new Config("full", "resnet", 64, Map.of("blocks", "6"), 5, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + suite
           + "' (expected quick or full)");
     };

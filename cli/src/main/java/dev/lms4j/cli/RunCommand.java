@@ -12,7 +12,8 @@ import picocli.CommandLine.Option;
     description = "Run training steps of an exported training GraphDef (binary .pb) described "
         + "by a manifest (feeds, loss, train_op, init), with synthetic seeded feeds.")
 final class RunCommand implements Callable<Integer> {
-  @Option(names = "--graph", required = true, paramLabel = "FILE.pb") Path graph;
+  @Option(names = "--graph", required = true, paramLabel = "FILE.pb",
+      description = "Binary GraphDef, or a SavedModel directory.") Path graph;
   @Option(names = "--manifest", required = true, paramLabel = "FILE.json") Path manifest;
   @Mixin LmsOptions lms;
   @Option(names = "--steps", defaultValue = "5") int steps;

@@ -43,6 +43,35 @@ class MemorySimulatorTest {
   }
 
   @Test
+  void livenessAndDistances() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * KB))
+        .op("b", "Relu", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(KB))
+        .op("c", "Relu", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(KB))
+        .op("d", "AddV2", OpCategory.BACKWARD, List.of("a", "c"), Tensor.ofBytes(KB))
+        .build();
+    Levels lv = Levels.of(g);
+    var iv = dev.lms4j.core.memory.Liveness.intervals(g, lv.schedule());
+    // x is a feed (resident); a lives from position 1 to d at 4
+    assertThat(iv).hasSize(4);
+    assertThat(iv.get(0).tensor().op()).isEqualTo(1);
+    assertThat(iv.get(0).length()).isEqualTo(3);
+    var edges = dev.lms4j.core.memory.Liveness.distances(g, lv);
+    // a -> d spans levels 1 -> 4
+    assertThat(edges).anySatisfy(e -> {
+      assertThat(g.op(e.consumer()).name()).isEqualTo("d");
+      assertThat(e.tensor().op()).isEqualTo(1);
+      assertThat(e.distance()).isEqualTo(3);
+    });
+    var h = dev.lms4j.core.memory.Liveness.distanceHistogram(g, lv);
+    // distances 1,1,1,3,1: four edges in bucket 0 ([1,2)), one in bucket 1 ([2,4))
+    assertThat(h.get(0)[0]).isEqualTo(4);
+    assertThat(h.get(1)[0]).isEqualTo(1);
+    assertThat(h.get(1)[1]).isEqualTo(2 * KB);
+  }
+
+  @Test
   void shapeOnlyReadersDoNotKeepBuffersAlive() {
     DataflowGraph g = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))

@@ -21,6 +21,37 @@ public final class GraphDefs {
     return parse(bytes, path.toString());
   }
 
+  /**
+   * Reads a GraphDef from a {@code .pb} file, or from a SavedModel directory (its
+   * {@code saved_model.pb}, the meta graph tagged {@code tag}, or the first one when
+   * {@code tag} is null). Variables are not loaded: only the graph is needed to plan and rewrite.
+   */
+  public static GraphDef readAny(Path path, String tag) throws IOException {
+    if (!Files.isDirectory(path)) {
+      return read(path);
+    }
+    Path sm = path.resolve("saved_model.pb");
+    if (!Files.isRegularFile(sm)) {
+      throw new IllegalArgumentException(path + " is a directory without saved_model.pb "
+          + "(expected a GraphDef file or a SavedModel directory)");
+    }
+    org.tensorflow.proto.SavedModel model;
+    try {
+      model = org.tensorflow.proto.SavedModel.parseFrom(Files.readAllBytes(sm));
+    } catch (InvalidProtocolBufferException e) {
+      throw new IllegalArgumentException(sm + " is not a SavedModel: " + e.getMessage());
+    }
+    for (org.tensorflow.proto.MetaGraphDef mg : model.getMetaGraphsList()) {
+      if (tag == null || mg.getMetaInfoDef().getTagsList().contains(tag)) {
+        if (mg.getGraphDef().getNodeCount() == 0) {
+          throw new IllegalArgumentException(sm + ": the meta graph holds no nodes");
+        }
+        return mg.getGraphDef();
+      }
+    }
+    throw new IllegalArgumentException(sm + " has no meta graph tagged '" + tag + "'");
+  }
+
   /** Parses a binary GraphDef; {@code what} names the source in error messages. */
   public static GraphDef parse(byte[] bytes, String what) {
     GraphDef g;

@@ -18,10 +18,13 @@ public record TrainingGraph(GraphDef graphDef, Manifest manifest) {
     Objects.requireNonNull(manifest);
   }
 
-  /** Loads a binary GraphDef file and a manifest file; bad input gives IllegalArgumentException. */
-  public static TrainingGraph load(Path graphPb, Path manifestJson) throws IOException {
+  /**
+   * Loads a graph (a binary GraphDef file, or a SavedModel directory: its first meta graph) and a
+   * manifest file; bad input gives IllegalArgumentException.
+   */
+  public static TrainingGraph load(Path graph, Path manifestJson) throws IOException {
     Manifest m = Manifest.read(manifestJson);
-    return new TrainingGraph(GraphDefs.read(graphPb), m);
+    return new TrainingGraph(GraphDefs.readAny(graph, null), m);
   }
 
   /** Writes the graph as a binary GraphDef and the manifest as JSON. */

@@ -29,39 +29,72 @@ public final class DataflowGraph {
   /** consumers[op][output] = ids of ops reading that output via a data edge (with repeats). */
   private final int[][][] consumers;
   private final int[][] controlSuccessors;
+  private final int[][] preds;
+  private final int[][] succs;
   private final int[] topoOrder;
 
   private DataflowGraph(List<Op> ops, Map<String, Integer> byName) {
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
-    List<List<List<Integer>>> cons = new ArrayList<>(n);
-    List<List<Integer>> ctl = new ArrayList<>(n);
-    for (Op op : ops) {
-      List<List<Integer>> perOut = new ArrayList<>(op.outputs().size());
-      for (int i = 0; i < op.outputs().size(); i++) {
-        perOut.add(new ArrayList<>(2));
-      }
-      cons.add(perOut);
-      ctl.add(new ArrayList<>(0));
+    consumers = new int[n][][];
+    controlSuccessors = new int[n][];
+    int[] ctlCount = new int[n];
+    for (int i = 0; i < n; i++) {
+      consumers[i] = new int[ops.get(i).outputs().size()][];
+    }
+    int[][] consCount = new int[n][];
+    for (int i = 0; i < n; i++) {
+      consCount[i] = new int[consumers[i].length];
     }
     for (Op op : ops) {
       for (TensorId in : op.inputs()) {
-        cons.get(in.op()).get(in.output()).add(op.id());
+        consCount[in.op()][in.output()]++;
       }
       for (int c : op.controlInputs()) {
-        ctl.get(c).add(op.id());
+        ctlCount[c]++;
       }
     }
-    consumers = new int[n][][];
-    controlSuccessors = new int[n][];
     for (int i = 0; i < n; i++) {
-      List<List<Integer>> perOut = cons.get(i);
-      consumers[i] = new int[perOut.size()][];
-      for (int j = 0; j < perOut.size(); j++) {
-        consumers[i][j] = perOut.get(j).stream().mapToInt(Integer::intValue).toArray();
+      for (int j = 0; j < consumers[i].length; j++) {
+        consumers[i][j] = new int[consCount[i][j]];
+        consCount[i][j] = 0;
       }
-      controlSuccessors[i] = ctl.get(i).stream().mapToInt(Integer::intValue).toArray();
+      controlSuccessors[i] = new int[ctlCount[i]];
+      ctlCount[i] = 0;
+    }
+    for (Op op : ops) {
+      for (TensorId in : op.inputs()) {
+        consumers[in.op()][in.output()][consCount[in.op()][in.output()]++] = op.id();
+      }
+      for (int c : op.controlInputs()) {
+        controlSuccessors[c][ctlCount[c]++] = op.id();
+      }
+    }
+    preds = new int[n][];
+    succs = new int[n][];
+    int[] mark = new int[n];
+    java.util.Arrays.fill(mark, -1);
+    for (int i = 0; i < n; i++) {
+      Op o = ops.get(i);
+      int[] p = new int[o.inputs().size() + o.controlInputs().size()];
+      int k = 0;
+      for (TensorId t : o.inputs()) {
+        k = addOnce(p, k, t.op(), mark, i);
+      }
+      for (int c : o.controlInputs()) {
+        k = addOnce(p, k, c, mark, i);
+      }
+      preds[i] = sortedPrefix(p, k);
+    }
+    java.util.Arrays.fill(mark, -1);
+    for (int i = 0; i < n; i++) {
+      int[] all = concatConsumers(i);
+      int k = 0;
+      for (int s : all) {
+        k = addOnce(all, k, s, mark, i);
+      }
+      succs[i] = sortedPrefix(all, k);
     }
     topoOrder = computeTopoOrder();
   }
@@ -133,22 +166,36 @@ public final class DataflowGraph {
 
   /** Ids of all successors (data and control), deduplicated, ascending. */
   public int[] successors(int op) {
-    int[] all = concatConsumers(op);
-    return Arrays.stream(all).distinct().sorted().toArray();
+    return succs[op].clone();
   }
 
   /** Ids of all predecessors (data and control), deduplicated, ascending. */
   public int[] predecessors(int op) {
-    Op o = ops.get(op);
-    int[] p = new int[o.inputs().size() + o.controlInputs().size()];
-    int k = 0;
-    for (TensorId t : o.inputs()) {
-      p[k++] = t.op();
+    return preds[op].clone();
+  }
+
+  /** Number of distinct predecessors. */
+  public int predecessorCount(int op) {
+    return preds[op].length;
+  }
+
+  /** The {@code i}-th distinct predecessor (ascending id), without copying. */
+  public int predecessor(int op, int i) {
+    return preds[op][i];
+  }
+
+  private static int addOnce(int[] dst, int k, int v, int[] mark, int stamp) {
+    if (mark[v] != stamp) {
+      mark[v] = stamp;
+      dst[k++] = v;
     }
-    for (int c : o.controlInputs()) {
-      p[k++] = c;
-    }
-    return Arrays.stream(p).distinct().sorted().toArray();
+    return k;
+  }
+
+  private static int[] sortedPrefix(int[] a, int k) {
+    int[] r = Arrays.copyOf(a, k);
+    Arrays.sort(r);
+    return r;
   }
 
   /** A topological order (Kahn's algorithm, smallest id first among ready ops). */
@@ -177,6 +224,40 @@ public final class DataflowGraph {
       }
     }
     return false;
+  }
+
+  /**
+   * A new graph with some ops replaced (same id and name, other inputs or control inputs) and
+   * new ops appended (ids {@code size()}, {@code size()+1}, ... in order). Cheaper than a builder:
+   * nothing is resolved by name. Cycles and duplicate names are rejected.
+   */
+  public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
+    List<Op> all = new ArrayList<>(ops.size() + added.size());
+    for (Op op : ops) {
+      Op r = replaced.get(op.id());
+      if (r != null && (r.id() != op.id() || !r.name().equals(op.name()))) {
+        throw new IllegalArgumentException("a replaced op must keep its id and name: " + r.name());
+      }
+      all.add(r == null ? op : r);
+    }
+    Map<String, Integer> names = new HashMap<>(byName);
+    for (Op op : added) {
+      if (op.id() != all.size()) {
+        throw new IllegalArgumentException("added op " + op.name() + " must have id " + all.size());
+      }
+      if (names.put(op.name(), op.id()) != null) {
+        throw new IllegalArgumentException("duplicate op name '" + op.name() + "'");
+      }
+      all.add(op);
+    }
+    for (Op op : all) {
+      for (TensorId t : op.inputs()) {
+        if (t.op() >= all.size() || t.output() >= all.get(t.op()).outputs().size()) {
+          throw new IllegalArgumentException(op.name() + " reads a missing tensor " + t);
+        }
+      }
+    }
+    return new DataflowGraph(all, names);
   }
 
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
@@ -214,7 +295,7 @@ public final class DataflowGraph {
     int n = ops.size();
     int[] indeg = new int[n];
     for (int i = 0; i < n; i++) {
-      indeg[i] = predecessors(i).length;
+      indeg[i] = preds[i].length;
     }
     java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>();
     for (int i = 0; i < n; i++) {
@@ -227,7 +308,7 @@ public final class DataflowGraph {
     while (!ready.isEmpty()) {
       int v = ready.poll();
       order[k++] = v;
-      for (int s : successors(v)) {
+      for (int s : succs[v]) {
         if (--indeg[s] == 0) {
           ready.add(s);
         }

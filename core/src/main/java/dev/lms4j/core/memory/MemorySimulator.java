@@ -70,7 +70,8 @@ public final class MemorySimulator {
     for (int step = 0; step < n; step++) {
       int v = order[step];
       Op op = g.op(v);
-      for (int p : g.predecessors(v)) {
+      for (int pi = 0, np = g.predecessorCount(v); pi < np; pi++) {
+        int p = g.predecessor(v, pi);
         if (!done[p]) {
           throw new IllegalArgumentException("order runs " + op.name() + " before its input "
               + g.op(p).name());

@@ -7,7 +7,6 @@ import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.schedule.Levels;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashSet;
@@ -60,10 +59,12 @@ public final class TflmsSwapPlanner {
           + "and swapin_ahead >= 1 (or sync_mode 2/3); use SwapAutoTuner for -1 values");
     }
     checkFilters(g, p);
-    List<SwapPlan.ControlEdge> serial = serializationEdges(g, Levels.of(g), p);
+    List<SwapPlan.ControlEdge> serial = p.serialization().isEmpty()
+        && p.serializationBySize() == 0 ? List.of() : serializationEdges(g, Levels.of(g), p);
     DataflowGraph sg = serial.isEmpty() ? g
         : PlanApplier.apply(g, new SwapPlan(p, List.of(), serial));
     Levels lv = Levels.of(sg);
+    TriggerFinder triggers0 = new TriggerFinder(sg, lv);
     boolean syncIn = p.syncMode() >= 2;
     boolean syncOut = p.syncMode() == 1 || p.syncMode() == 3;
     int groupby = syncIn ? 0 : p.swapinGroupby();
@@ -105,7 +106,7 @@ public final class TflmsSwapPlanner {
           if (syncIn) {
             triggers = syncTriggers(sg, lv, first, prod.id());
           } else {
-            int trig = searchByLevel(sg, lv, prod.id(), first, p.swapinAhead());
+            int trig = triggers0.find(prod.id(), first, p.swapinAhead());
             triggers = trig >= 0 ? List.of(sg.op(trig).name())
                 : syncTriggers(sg, lv, first, prod.id());
             if (trig < 0 && p.debug()) {
@@ -242,39 +243,73 @@ public final class TflmsSwapPlanner {
   }
 
   /**
-   * TFLMS's trigger search: the highest level in {@code [lb, level(dest) - ahead - 1]}, with
-   * {@code lb = max(level(dest) - ahead - 10, level(producer) + 1)}, holding an op from which
-   * {@code dest} is reachable along data edges. Returns -1 when there is none.
+   * TFLMS's trigger search, in O(log n) per query: walking back from {@code dest} along its
+   * longest data path (each step to the data input with the highest level), the first op at a
+   * level {@code <= level(dest) - ahead - 1}; it must lie at or above
+   * {@code lb = max(level(dest) - ahead - 10, level(producer) + 1)}. TFLMS looks for any op in
+   * that window that reaches {@code dest}; the longest path gives one without a search over all
+   * ancestors, which would cost O(n) per swap-in. Returns -1 when there is none.
    */
   static int searchByLevel(DataflowGraph g, Levels lv, int producer, int dest, int ahead) {
-    int ub = lv.level(dest) - ahead;
-    int lb = Math.max(ub - TRIGGER_SEARCH_LEVELS, lv.level(producer) + 1);
-    if (ub - 1 < lb) {
-      return -1;
-    }
-    int best = -1;
-    ArrayDeque<Integer> queue = new ArrayDeque<>();
-    Set<Integer> seen = new java.util.HashSet<>();
-    queue.add(dest);
-    seen.add(dest);
-    while (!queue.isEmpty()) {
-      int v = queue.poll();
-      for (TensorId in : g.op(v).inputs()) {
-        int u = in.op();
-        if (lv.level(u) < lb || !seen.add(u)) {
-          continue;
+    return new TriggerFinder(g, lv).find(producer, dest, ahead);
+  }
+
+  /** Binary lifting over each op's highest-level data input. */
+  static final class TriggerFinder {
+    private final DataflowGraph g;
+    private final Levels lv;
+    private final int[][] up;
+
+    TriggerFinder(DataflowGraph g, Levels lv) {
+      this.g = g;
+      this.lv = lv;
+      int n = g.size();
+      int logs = 1;
+      while ((1 << logs) < Math.max(2, lv.count())) {
+        logs++;
+      }
+      up = new int[logs + 1][n];
+      for (int v = 0; v < n; v++) {
+        int best = v;
+        for (TensorId in : g.op(v).inputs()) {
+          if (best == v || lv.level(in.op()) > lv.level(best)
+              || (lv.level(in.op()) == lv.level(best) && in.op() < best)) {
+            best = in.op();
+          }
         }
-        queue.add(u);
-        Op uo = g.op(u);
-        if (lv.level(u) <= ub - 1 && !MemorySimulator.isPinned(uo)
-            && !uo.name().startsWith(OpTypes.LMS_PREFIX)
-            && (best < 0 || lv.level(u) > lv.level(best)
-                || (lv.level(u) == lv.level(best) && u < best))) {
-          best = u;
+        up[0][v] = best;
+      }
+      for (int k = 1; k <= logs; k++) {
+        for (int v = 0; v < n; v++) {
+          up[k][v] = up[k - 1][up[k - 1][v]];
         }
       }
     }
-    return best;
+
+    int find(int producer, int dest, int ahead) {
+      int ub = lv.level(dest) - ahead;
+      int lb = Math.max(ub - TRIGGER_SEARCH_LEVELS, lv.level(producer) + 1);
+      int target = ub - 1;
+      if (target < lb) {
+        return -1;
+      }
+      int v = dest;
+      for (int k = up.length - 1; k >= 0; k--) {
+        int u = up[k][v];
+        if (lv.level(u) > target) {
+          v = u;
+        }
+      }
+      int t = up[0][v];
+      if (t == v || lv.level(t) > target || lv.level(t) < lb) {
+        return -1;
+      }
+      Op o = g.op(t);
+      if (MemorySimulator.isPinned(o) || o.name().startsWith(OpTypes.LMS_PREFIX)) {
+        return -1;
+      }
+      return t;
+    }
   }
 
   /**

@@ -30,8 +30,8 @@ public final class Levels {
     int max = 0;
     for (int v : g.topologicalOrder()) {
       int l = 0;
-      for (int p : g.predecessors(v)) {
-        l = Math.max(l, level[p] + 1);
+      for (int i = 0, n2 = g.predecessorCount(v); i < n2; i++) {
+        l = Math.max(l, level[g.predecessor(v, i)] + 1);
       }
       level[v] = l;
       max = Math.max(max, l);

@@ -1,0 +1,157 @@
+package dev.lms4j.cli;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.lms4j.tf.GraphDefs;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.train.models.ModelZoo;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Map;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class CliTest {
+  @TempDir Path dir;
+  private Path pb;
+  private Path manifest;
+  private String out;
+  private String err;
+
+  @BeforeEach
+  void exportSmallMlp() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(256,
+        Map.of("layers", "4", "width", "512"));
+    pb = dir.resolve("mlp.pb");
+    manifest = dir.resolve("mlp.json");
+    tg.write(pb, manifest);
+  }
+
+  private int run(String... args) {
+    ByteArrayOutputStream o = new ByteArrayOutputStream();
+    ByteArrayOutputStream e = new ByteArrayOutputStream();
+    PrintStream oldOut = System.out;
+    try (PrintStream ps = new PrintStream(o, true, StandardCharsets.UTF_8)) {
+      System.setOut(ps);
+      var cl = Main.commandLine();
+      cl.setOut(new PrintWriter(ps, true));
+      cl.setErr(new PrintWriter(e, true, StandardCharsets.UTF_8));
+      return cl.execute(args);
+    } finally {
+      System.setOut(oldOut);
+      out = o.toString(StandardCharsets.UTF_8);
+      err = e.toString(StandardCharsets.UTF_8);
+    }
+  }
+
+  @Test
+  void unknownModelIsBadInputAndWritesNothing() {
+    Path report = dir.resolve("r.json");
+    assertThat(run("train", "--model", "nope", "--budget", "1GiB", "--report", report.toString()))
+        .isEqualTo(2);
+    assertThat(err).contains("unknown model 'nope'").contains("mlp").contains("resnet");
+    assertThat(report).doesNotExist();
+  }
+
+  @Test
+  void unparsableBudgetIsBadInput() {
+    Path report = dir.resolve("r.json");
+    assertThat(run("analyze", "--model", "mlp", "--budget", "lots", "--report",
+        report.toString())).isEqualTo(2);
+    assertThat(err).contains("cannot parse size 'lots'");
+    assertThat(report).doesNotExist();
+  }
+
+  @Test
+  void malformedGraphDefAndManifestAreBadInput() throws Exception {
+    Path junk = dir.resolve("junk.pb");
+    Files.write(junk, new byte[] {(byte) 0xff, 0x13, 0x37, 0x00, 0x42});
+    Path out = dir.resolve("out.pb");
+    assertThat(run("rewrite", "--graph", junk.toString(), "--manifest", manifest.toString(),
+        "--budget", "64MiB", "--out", out.toString())).isEqualTo(2);
+    assertThat(err).contains("junk.pb");
+    assertThat(out).doesNotExist();
+
+    Path badManifest = dir.resolve("bad.json");
+    Files.writeString(badManifest, "{\"feeds\": [ {\"name\": \"x\"} ], \"loss\": \"loss\"}");
+    assertThat(run("run", "--graph", pb.toString(), "--manifest", badManifest.toString(),
+        "--budget", "1GiB")).isEqualTo(2);
+    assertThat(err).contains("feed 'x' needs \"shape\"");
+
+    Files.writeString(badManifest, "not json");
+    assertThat(run("run", "--graph", pb.toString(), "--manifest", badManifest.toString()))
+        .isEqualTo(2);
+    assertThat(err).contains("manifest is not valid JSON");
+    assertThat(run("run", "--graph", dir.resolve("missing.pb").toString(), "--manifest",
+        manifest.toString())).isEqualTo(2);
+    assertThat(err).contains("no such file");
+  }
+
+  @Test
+  void budgetBelowTheWeightsFailsNamingTheSmallestBudget() throws Exception {
+    Path report = dir.resolve("r.json");
+    // 4 x 512 MLP: ~2.5 MiB of weights; 1 MiB cannot hold them
+    assertThat(run("analyze", "--graph", pb.toString(), "--manifest", manifest.toString(),
+        "--budget", "1MiB", "--report", report.toString())).isEqualTo(1);
+    assertThat(out).contains("smallest budget that could work is about");
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    assertThat(r.get("error").asText()).contains("smallest budget");
+    assertThat(r.get("smallest_budget").get("bytes").asLong()).isGreaterThan(1 << 20);
+  }
+
+  @Test
+  void analyzeWritesTheReportContract() throws Exception {
+    Path report = dir.resolve("a.json");
+    assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--budget", "100MiB",
+        "--report", report.toString())).isEqualTo(0);
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    assertThat(r.get("schema").asText()).isEqualTo("lms4j-report/1");
+    assertThat(r.get("model").asText()).isEqualTo("mlp");
+    assertThat(r.get("batch").asInt()).isEqualTo(2048);
+    assertThat(r.get("budget_bytes").asLong()).isEqualTo(100L << 20);
+    assertThat(r.get("lms").asText()).isEqualTo("auto");
+    assertThat(r.get("graph").get("ops").asInt()).isPositive();
+    assertThat(r.get("graph").get("parameter_bytes").asLong()).isPositive();
+    assertThat(r.get("plan").get("swap_outs").asInt()).isPositive();
+    assertThat(r.get("plan").get("swapped_bytes").asLong()).isPositive();
+    assertThat(r.get("predicted_peak_bytes").get("after").asLong())
+        .isLessThan(r.get("predicted_peak_bytes").get("before").asLong());
+    assertThat(r.has("measured")).isFalse();
+    assertThat(r.get("error").isNull()).isTrue();
+  }
+
+  @Test
+  void rewriteWritesARewrittenGraphThatRuns() throws Exception {
+    Path out = dir.resolve("out.pb");
+    assertThat(run("rewrite", "--graph", pb.toString(), "--manifest", manifest.toString(),
+        "--swapout-threshold", "2", "--swapin-ahead", "1", "--swapin-groupby", "0",
+        "--budget", "1GiB", "--out", out.toString())).isEqualTo(0);
+    var gd = GraphDefs.read(out);
+    assertThat(gd.getNodeList()).anyMatch(n -> n.getName().startsWith("lms4j/swapout/"));
+    Path report = dir.resolve("run.json");
+    assertThat(run("run", "--graph", out.toString(), "--manifest", manifest.toString(),
+        "--lms", "off", "--steps", "2", "--report", report.toString())).isEqualTo(0);
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    assertThat(r.get("measured").get("fits").asBoolean()).isTrue();
+    assertThat(r.get("measured").get("steps")).hasSize(2);
+    assertThat(r.get("measured").get("peak_bytes").asLong()).isPositive();
+  }
+
+  @Test
+  void modelsAndHelp() {
+    assertThat(run("models")).isEqualTo(0);
+    assertThat(out).contains("mlp").contains("resnet").contains("layers=");
+    assertThat(run("--help")).isEqualTo(0);
+    assertThat(out).contains("train").contains("analyze").contains("rewrite").contains("demo");
+    assertThat(run("train", "--model", "mlp", "--lms", "remat", "--budget", "1GiB")).isEqualTo(2);
+    assertThat(err).contains("remat is not available");
+    assertThat(run("train", "--model", "mlp", "--no-such-flag")).isEqualTo(2);
+  }
+}
