@@ -84,6 +84,7 @@ final class Pipeline {
       report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(), 0, 0,
           lms.planningMs(), mode == LmsMode.OFF ? null : paramsJson(plan, lms.rewritten()));
       report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
+      distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
           Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
@@ -129,6 +130,15 @@ final class Pipeline {
     if (!r.fits()) {
       report.error(r.error());
     }
+  }
+
+  /** TFLMS's producer-consumer distance histogram (power-of-two buckets of levels). */
+  private static void distances(Report report, DataflowGraph model) {
+    var h = dev.lms4j.core.memory.Liveness.distanceHistogram(model,
+        dev.lms4j.core.schedule.Levels.of(model));
+    var arr = report.json().putArray("distance_histogram");
+    h.forEach((k, v) -> arr.addObject().put("from_levels", k < 0 ? 0 : 1L << k)
+        .put("to_levels", k < 0 ? 0 : (1L << (k + 1)) - 1).put("edges", v[0]).put("bytes", v[1]));
   }
 
   private static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {

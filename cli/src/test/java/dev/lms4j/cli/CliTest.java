@@ -124,6 +124,12 @@ class CliTest {
     assertThat(r.get("predicted_peak_bytes").get("after").asLong())
         .isLessThan(r.get("predicted_peak_bytes").get("before").asLong());
     assertThat(r.has("measured")).isFalse();
+    assertThat(r.get("distance_histogram")).isNotEmpty();
+    long edges = 0;
+    for (JsonNode b : r.get("distance_histogram")) {
+      edges += b.get("edges").asLong();
+    }
+    assertThat(edges).isPositive();
     assertThat(r.get("error").isNull()).isTrue();
   }
 

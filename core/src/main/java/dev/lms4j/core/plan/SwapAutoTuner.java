@@ -36,12 +36,14 @@ public final class SwapAutoTuner {
   public static final double DEFAULT_MEM_RATIO = 0.8;
 
   private final DataflowGraph graph;
+  private final PlanSimulator sim;
   private final long available;
   private int simulations;
   private long bestPeak = Long.MAX_VALUE;
 
   private SwapAutoTuner(DataflowGraph graph, long available) {
     this.graph = graph;
+    this.sim = new PlanSimulator(graph);
     this.available = available;
   }
 
@@ -76,7 +78,7 @@ public final class SwapAutoTuner {
 
   private Result run(SwapParams p, long budgetBytes, double memRatio) {
     int levels = Levels.of(graph).count();
-    long noLms = simulatePeak(graph, SwapPlan.empty(p));
+    long noLms = sim.peak(SwapPlan.empty(p));
     simulations++;
     LOG.info("[LMS][0] Available memory for simulation: {} MiB (memory ratio: {})",
         mib(available), memRatio);
@@ -89,7 +91,7 @@ public final class SwapAutoTuner {
     if (!p.autoTune() && p.swapoutThreshold() >= 0 && p.swapinGroupby() >= 0
         && (p.swapinAhead() >= 1 || p.syncMode() >= 2)) {
       SwapPlan plan = TflmsSwapPlanner.plan(graph, p);
-      return new Result(plan, true, simulatePeak(graph, plan), simulations + 1);
+      return new Result(plan, true, sim.peak(plan), simulations + 1);
     }
     LOG.info("[LMS][0] Searching values for parameters: swapout_threshold, swapin_ahead, "
         + "swapin_groupby and sync_mode.");
@@ -133,7 +135,7 @@ public final class SwapAutoTuner {
     SwapParams chosen = p.toBuilder().swapoutThreshold(th).swapinAhead(ah).swapinGroupby(gb)
         .syncMode(sm).build();
     SwapPlan plan = TflmsSwapPlanner.plan(graph, chosen);
-    long peak = simulatePeak(graph, plan);
+    long peak = sim.peak(plan);
     simulations++;
     LOG.info("[LMS][0] Found a parameter set: swapout_threshold {}, swapin_ahead {}, "
         + "swapin_groupby {}, sync_mode {} (simulated peak {} MiB, {} simulations)", th, ah, gb,
@@ -144,7 +146,7 @@ public final class SwapAutoTuner {
   private boolean fits(SwapParams p, int th, int ah, int gb, int sm) {
     SwapParams q = p.toBuilder().swapoutThreshold(th).swapinAhead(ah).swapinGroupby(gb)
         .syncMode(sm).build();
-    long peak = simulatePeak(graph, TflmsSwapPlanner.plan(graph, q));
+    long peak = sim.peak(TflmsSwapPlanner.plan(graph, q));
     simulations++;
     bestPeak = Math.min(bestPeak, peak);
     return peak <= available;

@@ -61,15 +61,15 @@ public final class TflmsSwapPlanner {
     checkFilters(g, p);
     List<SwapPlan.ControlEdge> serial = p.serialization().isEmpty()
         && p.serializationBySize() == 0 ? List.of() : serializationEdges(g, Levels.of(g), p);
-    DataflowGraph sg = serial.isEmpty() ? g
-        : PlanApplier.apply(g, new SwapPlan(p, List.of(), serial));
-    Levels lv = Levels.of(sg);
-    TriggerFinder triggers0 = new TriggerFinder(sg, lv);
+    Prepared prep = Prepared.of(g, serial, p);
+    DataflowGraph sg = prep.graph;
+    Levels lv = prep.levels;
+    TriggerFinder triggers0 = prep.finder;
     boolean syncIn = p.syncMode() >= 2;
     boolean syncOut = p.syncMode() == 1 || p.syncMode() == 3;
     int groupby = syncIn ? 0 : p.swapinGroupby();
     List<SwapPlan.SwapOut> swaps = new ArrayList<>();
-    boolean[] foldable = foldable(sg);
+    boolean[] foldable = prep.foldable;
     for (Op prod : sg.ops()) {
       if (!sourceEligible(prod, p) || foldable[prod.id()]) {
         continue;
@@ -132,6 +132,40 @@ public final class TflmsSwapPlanner {
       }
     }
     return new SwapPlan(p, swaps, serial);
+  }
+
+  /**
+   * What a plan needs of a graph besides the parameters: the serialized graph, its levels, the
+   * trigger finder and the foldable ops. The last one is kept per thread: the auto-tuner plans the
+   * same graph many times.
+   */
+  private static final class Prepared {
+    private static final ThreadLocal<Prepared> LAST = new ThreadLocal<>();
+    final DataflowGraph base;
+    final List<SwapPlan.ControlEdge> serial;
+    final DataflowGraph graph;
+    final Levels levels;
+    final TriggerFinder finder;
+    final boolean[] foldable;
+
+    private Prepared(DataflowGraph base, List<SwapPlan.ControlEdge> serial, SwapParams p) {
+      this.base = base;
+      this.serial = serial;
+      graph = serial.isEmpty() ? base : PlanApplier.apply(base, new SwapPlan(p, List.of(), serial));
+      levels = Levels.of(graph);
+      finder = new TriggerFinder(graph, levels);
+      foldable = TflmsSwapPlanner.foldable(graph);
+    }
+
+    static Prepared of(DataflowGraph g, List<SwapPlan.ControlEdge> serial, SwapParams p) {
+      Prepared last = LAST.get();
+      if (last != null && last.base == g && last.serial.equals(serial)) {
+        return last;
+      }
+      Prepared fresh = new Prepared(g, serial, p);
+      LAST.set(fresh);
+      return fresh;
+    }
   }
 
   /**

@@ -98,7 +98,8 @@ public final class StepLoop {
 
   /**
    * When {@code LMS4J_DUMP_TRACE} names a file, writes the traced step's ops in execution order
-   * with the allocator's bytes in use after each (tab-separated: start micros, op, bytes).
+   * with the allocator's bytes in use after each, the op's own peak and its output bytes
+   * (tab-separated: start micros, op, bytes in use, op peak, output bytes).
    */
   private static void dumpIfAsked(RunMetadata md) {
     String file = System.getenv("LMS4J_DUMP_TRACE");
@@ -109,10 +110,17 @@ public final class StepLoop {
     for (var dev : md.getStepStats().getDevStatsList()) {
       for (var node : dev.getNodeStatsList()) {
         long bytes = -1;
+        long opPeak = 0;
         for (var mem : node.getMemoryList()) {
           bytes = Math.max(bytes, mem.getAllocatorBytesInUse());
+          opPeak = Math.max(opPeak, mem.getPeakBytes());
         }
-        rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes);
+        long outBytes = 0;
+        for (var o : node.getOutputList()) {
+          outBytes += o.getTensorDescription().getAllocationDescription().getAllocatedBytes();
+        }
+        rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes + "\t"
+            + opPeak + "\t" + outBytes);
       }
     }
     rows.sort(java.util.Comparator.comparingLong(r -> Long.parseLong(r.substring(0,
