@@ -19,8 +19,6 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -149,12 +147,5 @@ public final class SwapBench {
     out.println("Results: " + json);
     LOG.info("bench done: {}", json);
     return root;
-  }
-
-  /** Keeps the list type visible to callers that want rows. */
-  static List<ObjectNode> rows(ObjectNode root) {
-    List<ObjectNode> l = new ArrayList<>();
-    root.withArray("results").forEach(n -> l.add((ObjectNode) n));
-    return l;
   }
 }

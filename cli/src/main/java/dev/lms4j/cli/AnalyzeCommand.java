@@ -17,9 +17,11 @@ final class AnalyzeCommand implements Callable<Integer> {
   @Option(names = "--manifest", paramLabel = "FILE.json") Path manifest;
   @Mixin LmsOptions lms;
   @Option(names = "--report", paramLabel = "FILE.json") Path report;
+  @Mixin PlotOption plot;
 
   @Override
   public Integer call() throws Exception {
+    plot.check();
     Reports.checkWritable(report);
     TrainingGraph tg;
     String name;

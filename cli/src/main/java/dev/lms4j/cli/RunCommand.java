@@ -18,12 +18,14 @@ final class RunCommand implements Callable<Integer> {
   @Mixin LmsOptions lms;
   @Option(names = "--steps", defaultValue = "5") int steps;
   @Option(names = "--report", paramLabel = "FILE.json") Path report;
+  @Mixin PlotOption plot;
 
   @Override
   public Integer call() throws Exception {
     if (steps < 1) {
       throw new IllegalArgumentException("--steps must be >= 1");
     }
+    plot.check();
     Reports.checkWritable(report);
     TrainingGraph tg = TrainingGraph.load(graph, manifest);
     Pipeline.Outcome o = Pipeline.execute(graph.getFileName().toString(), tg, lms, steps,

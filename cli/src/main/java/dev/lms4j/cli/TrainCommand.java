@@ -32,6 +32,25 @@ final class TrainCommand implements Callable<Integer> {
   @Option(names = "--report", paramLabel = "FILE.json", description = "Write the report here.")
   Path report;
 
+  @Option(names = "--data-dir", paramLabel = "DIR", description = "Not available yet (comes "
+      + "with the trainer and Fashion-MNIST).")
+  Path dataDir;
+
+  @Option(names = "--checkpoint-dir", paramLabel = "DIR",
+      description = "Not available yet (checkpoint backends come with the trainer).")
+  Path checkpointDir;
+
+  @Option(names = "--checkpoint-backend", paramLabel = "NAME", description = "Not available yet.")
+  String checkpointBackend;
+
+  @Option(names = "--checkpoint-every", paramLabel = "N", description = "Not available yet.")
+  Integer checkpointEvery;
+
+  @Option(names = "--resume", description = "Not available yet.")
+  boolean resume;
+
+  @Mixin PlotOption plot;
+
   @Override
   public Integer call() throws Exception {
     if (modelArgs.model == null) {
@@ -41,6 +60,13 @@ final class TrainCommand implements Callable<Integer> {
       throw new IllegalArgumentException("--data " + data + " is not available in this version; "
           + "use --data synthetic");
     }
+    if (dataDir != null || checkpointDir != null || checkpointBackend != null
+        || checkpointEvery != null || resume) {
+      throw new IllegalArgumentException("--data-dir, --checkpoint-* and --resume are not "
+          + "available in this version of lms4j (they come with the trainer and checkpoint "
+          + "backends)");
+    }
+    plot.check();
     if (epochs != null) {
       throw new IllegalArgumentException("--epochs is not available in this version; use --steps");
     }

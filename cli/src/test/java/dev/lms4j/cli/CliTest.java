@@ -159,5 +159,27 @@ class CliTest {
     assertThat(run("train", "--model", "mlp", "--lms", "remat", "--budget", "1GiB")).isEqualTo(2);
     assertThat(err).contains("remat is not available");
     assertThat(run("train", "--model", "mlp", "--no-such-flag")).isEqualTo(2);
+    assertThat(run("analyze", "--model", "mlp", "--budget", "1GiB", "--plot", "p.svg"))
+        .isEqualTo(2);
+    assertThat(err).contains("--plot is not available");
+    assertThat(run("train", "--model", "mlp", "--budget", "1GiB", "--checkpoint-dir",
+        dir.toString())).isEqualTo(2);
+    assertThat(err).contains("not available in this version");
+  }
+
+  @Test
+  void demoShowsOomWithoutLmsAndIdenticalLossesWithIt() throws Exception {
+    Path report = dir.resolve("demo.json");
+    // mlp at batch 4096 needs ~316 MiB; the demo's budget is half of that
+    assertThat(run("demo", "--model", "mlp", "--batch", "4096", "--steps", "3", "--report",
+        report.toString())).isEqualTo(0);
+    assertThat(out).contains("budget, no LMS").contains("OOM")
+        .contains("are bit-identical to the unbudgeted run's");
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    assertThat(r.get("demo").get("no_lms_fits").asBoolean()).isFalse();
+    assertThat(r.get("demo").get("losses_identical").asBoolean()).isTrue();
+    assertThat(r.get("measured").get("fits").asBoolean()).isTrue();
+    assertThat(r.get("measured").get("peak_bytes").asLong())
+        .isLessThanOrEqualTo(r.get("budget_bytes").asLong());
   }
 }

@@ -7,7 +7,6 @@ import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
-import dev.lms4j.core.schedule.Levels;
 import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.Map;

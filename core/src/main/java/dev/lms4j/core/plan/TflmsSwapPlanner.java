@@ -282,13 +282,9 @@ public final class TflmsSwapPlanner {
    * level {@code <= level(dest) - ahead - 1}; it must lie at or above
    * {@code lb = max(level(dest) - ahead - 10, level(producer) + 1)}. TFLMS looks for any op in
    * that window that reaches {@code dest}; the longest path gives one without a search over all
-   * ancestors, which would cost O(n) per swap-in. Returns -1 when there is none.
+   * ancestors, which would cost O(n) per swap-in. {@link #find} returns -1 when there is none.
+   * Binary lifting over each op's highest-level data input.
    */
-  static int searchByLevel(DataflowGraph g, Levels lv, int producer, int dest, int ahead) {
-    return new TriggerFinder(g, lv).find(producer, dest, ahead);
-  }
-
-  /** Binary lifting over each op's highest-level data input. */
   static final class TriggerFinder {
     private final DataflowGraph g;
     private final Levels lv;

@@ -141,7 +141,10 @@ public final class BudgetedRunner {
                 tail.removeFirst();
               }
             }
-            if (line.contains(OOM_LINE) && oomSeen.compareAndSet(false, true)) {
+            // "The caller indicates that this is not a failure" marks allocations that may fail
+            // (the op falls back), so only other lines mean the step is doomed
+            if (line.contains(OOM_LINE) && !line.contains("not a failure")
+                && oomSeen.compareAndSet(false, true)) {
               message[0] = line.substring(line.indexOf(OOM_LINE));
               p.destroyForcibly();
             }
