@@ -1,9 +1,6 @@
 package dev.lms4j.train.models;
 
 import dev.lms4j.tf.TrainingGraph;
-import java.util.Collections;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import org.tensorflow.Operand;
 import org.tensorflow.ndarray.Shape;
 import org.tensorflow.op.Ops;
@@ -18,46 +15,19 @@ import org.tensorflow.types.TFloat32;
  * initialiser {@code seed} (42). Hidden kernels are He-initialised; the logits kernel is scaled
  * down by {@link GraphBuilder#LOGITS_GAIN} so the first loss is close to {@code ln(classes)}.
  */
-final class MlpModel implements ModelSpec {
+final class MlpModel extends ZooModel {
 
   private static final String NAME = "mlp";
-  private static final Map<String, String> DEFAULTS;
 
-  static {
-    Map<String, String> d = new LinkedHashMap<>();
-    d.put("layers", "8");
-    d.put("width", "1024");
-    d.put("input", "784");
-    d.put("classes", "10");
-    d.put("lr", "0.01");
-    d.put("seed", "42");
-    DEFAULTS = Collections.unmodifiableMap(d);
+  MlpModel() {
+    super(NAME, "deep MLP: <layers> x dense(<width>)+ReLU on <input> features, softmax over "
+        + "<classes>",
+        "layers", "8", "width", "1024", "input", "784", "classes", "10", "lr", "0.01",
+        "seed", "42");
   }
 
   @Override
-  public String name() {
-    return NAME;
-  }
-
-  @Override
-  public String description() {
-    return "deep MLP: <layers> x dense(<width>)+ReLU on <input> features, softmax over <classes>";
-  }
-
-  @Override
-  public int defaultBatch() {
-    return 32;
-  }
-
-  @Override
-  public Map<String, String> defaultOptions() {
-    return DEFAULTS;
-  }
-
-  @Override
-  public TrainingGraph build(int batch, Map<String, String> options) {
-    Options.checkBatch(NAME, batch);
-    Options o = Options.parse(NAME, DEFAULTS, options);
+  TrainingGraph graph(int batch, Options o) {
     int layers = o.intValue("layers", 0, 1000);
     int width = o.intValue("width", 1, 1 << 16);
     int input = o.intValue("input", 1, 1 << 24);

@@ -1,10 +1,7 @@
 package dev.lms4j.train.models;
 
 import dev.lms4j.tf.TrainingGraph;
-import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import org.tensorflow.Operand;
 import org.tensorflow.ndarray.Shape;
 import org.tensorflow.op.Ops;
@@ -27,52 +24,21 @@ import org.tensorflow.types.TFloat32;
  * {@code image} side (64), {@code channels} (3), {@code classes} (10), SGD step {@code lr} (0.01)
  * and initialiser {@code seed} (42).
  */
-final class ResNetModel implements ModelSpec {
+final class ResNetModel extends ZooModel {
 
   private static final String NAME = "resnet";
-  private static final Map<String, String> DEFAULTS;
-
-  static {
-    Map<String, String> d = new LinkedHashMap<>();
-    d.put("blocks", "2");
-    d.put("stages", "3");
-    d.put("width", "64");
-    d.put("image", "64");
-    d.put("channels", "3");
-    d.put("classes", "10");
-    d.put("lr", "0.01");
-    d.put("seed", "42");
-    DEFAULTS = Collections.unmodifiableMap(d);
-  }
-
   private static final List<Long> STRIDE_1 = List.of(1L, 1L, 1L, 1L);
   private static final List<Long> STRIDE_2 = List.of(1L, 2L, 2L, 1L);
 
-  @Override
-  public String name() {
-    return NAME;
+  ResNetModel() {
+    super(NAME, "ResNet-style CNN: stem conv + max pool, <stages> x <blocks> residual blocks from"
+        + " <width> channels, global average pool, dense to <classes>",
+        "blocks", "2", "stages", "3", "width", "64", "image", "64", "channels", "3",
+        "classes", "10", "lr", "0.01", "seed", "42");
   }
 
   @Override
-  public String description() {
-    return "ResNet-style CNN: stem conv + max pool, <stages> x <blocks> residual blocks from"
-        + " <width> channels, global average pool, dense to <classes>";
-  }
-
-  @Override
-  public int defaultBatch() {
-    return 32;
-  }
-
-  @Override
-  public Map<String, String> defaultOptions() {
-    return DEFAULTS;
-  }
-
-  @Override
-  public TrainingGraph build(int batch, Map<String, String> options) {
-    Options.checkBatch(NAME, batch);
-    Options o = Options.parse(NAME, DEFAULTS, options);
+  TrainingGraph graph(int batch, Options o) {
     int blocks = o.intValue("blocks", 1, 1000);
     int stages = o.intValue("stages", 1, 10);
     int width = o.intValue("width", 1, 1 << 14);
