@@ -25,14 +25,22 @@ import java.util.Set;
  * }</pre>
  *
  * Unknown keys are ignored. {@code loss} is a tensor name ({@code :0} implied); {@code train_op}
- * and {@code init} are op names.
+ * and {@code init} are op names. An optional {@code "metrics": {"accuracy": "accuracy:0"}} names
+ * scalar tensors a trainer reports and evaluates besides the loss.
  *
  * @param feeds     feeds, in the order given
  * @param loss      loss tensor name, always with an output index
  * @param trainOp   training op name
  * @param init      initializer op name, or null when the graph needs none
+ * @param metrics   metric name to scalar tensor name (with index), in order; may be empty
  */
-public record Manifest(List<Feed> feeds, String loss, String trainOp, String init) {
+public record Manifest(List<Feed> feeds, String loss, String trainOp, String init,
+    java.util.Map<String, String> metrics) {
+
+  /** A manifest without metrics. */
+  public Manifest(List<Feed> feeds, String loss, String trainOp, String init) {
+    this(feeds, loss, trainOp, init, java.util.Map.of());
+  }
 
   /** The fills a synthetic feed may use. */
   public static final Set<String> FILLS = Set.of("normal", "uniform", "zeros", "onehot");
@@ -106,6 +114,10 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
     Objects.requireNonNull(loss, "manifest needs \"loss\"");
     Objects.requireNonNull(trainOp, "manifest needs \"train_op\"");
     loss = loss.contains(":") ? loss : loss + ":0";
+    java.util.Map<String, String> m = new java.util.LinkedHashMap<>();
+    (metrics == null ? java.util.Map.<String, String>of() : metrics).forEach((k, v) ->
+        m.put(k, v.contains(":") ? v : v + ":0"));
+    metrics = java.util.Collections.unmodifiableMap(m);
   }
 
   /** The batch size: the first dimension of the first feed. */
@@ -156,7 +168,16 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
     if (trainOp == null) {
       throw new IllegalArgumentException("manifest needs \"train_op\" (an op name)");
     }
-    return new Manifest(feeds, loss, trainOp, text(root, "init", null));
+    java.util.Map<String, String> metrics = new java.util.LinkedHashMap<>();
+    JsonNode mn = root.get("metrics");
+    if (mn != null && !mn.isNull()) {
+      if (!mn.isObject()) {
+        throw new IllegalArgumentException("manifest \"metrics\" must be an object of name: "
+            + "tensor");
+      }
+      mn.fields().forEachRemaining(e -> metrics.put(e.getKey(), e.getValue().asText()));
+    }
+    return new Manifest(feeds, loss, trainOp, text(root, "init", null), metrics);
   }
 
   /** Reads and parses a manifest file. */
@@ -180,6 +201,10 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
     root.put("loss", loss).put("train_op", trainOp);
     if (init != null) {
       root.put("init", init);
+    }
+    if (!metrics.isEmpty()) {
+      ObjectNode mn = root.putObject("metrics");
+      metrics.forEach(mn::put);
     }
     try {
       return JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root);

@@ -66,5 +66,9 @@ class GraphDefsTest {
     assertThat(m.feeds().get(0).fill()).isEqualTo("normal");
     assertThat(m.batchSize()).isEqualTo(4);
     assertThat(Manifest.parse(m.toJson())).isEqualTo(m);
+    Manifest withMetrics = Manifest.parse("{\"feeds\":[],\"loss\":\"l\",\"train_op\":\"t\","
+        + "\"metrics\":{\"accuracy\":\"acc\"}}");
+    assertThat(withMetrics.metrics()).containsEntry("accuracy", "acc:0");
+    assertThat(Manifest.parse(withMetrics.toJson())).isEqualTo(withMetrics);
   }
 }
