@@ -16,9 +16,10 @@ final class LmsOptions {
   String budget;
 
   @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
-      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). In this "
-          + "version tflms, swap and auto all use the TFLMS swap planner (auto-tuned unless "
-          + "parameters are given); remat is not available yet.")
+      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). tflms, "
+          + "swap and auto use the TFLMS swap planner (auto-tuned unless parameters are "
+          + "given); remat recomputes cheap forward ops in the backward pass (grappler-style "
+          + "groups, chosen to fit the budget).")
   String lms;
 
   @Option(names = "--swapout-threshold", defaultValue = "-1",
@@ -74,12 +75,7 @@ final class LmsOptions {
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
 
   LmsMode mode() {
-    LmsMode m = LmsMode.parse(lms);
-    if (m == LmsMode.REMAT) {
-      throw new IllegalArgumentException("--lms remat is not available in this version of lms4j "
-          + "(recomputation is planned); use swap, tflms or auto");
-    }
-    return m;
+    return LmsMode.parse(lms);
   }
 
   long budgetBytes() {

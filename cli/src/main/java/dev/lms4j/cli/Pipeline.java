@@ -45,7 +45,7 @@ final class Pipeline {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     SwapParams params = o.params(batch);
-    if (mode != LmsMode.OFF && budget <= 0 && params.autoTune()) {
+    if (mode != LmsMode.OFF && mode != LmsMode.REMAT && budget <= 0 && params.autoTune()) {
       throw new IllegalArgumentException("--lms " + mode.cli() + " needs --budget (or the "
           + "parameters --swapout-threshold, --swapin-ahead and --swapin-groupby)");
     }
@@ -64,7 +64,8 @@ final class Pipeline {
         } else if (swapDir != null) {
           Files.createDirectories(swapDir);
         }
-        Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir);
+        Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
+            .strategy(mode == LmsMode.REMAT ? Lms.Strategy.RECOMPUTE : Lms.Strategy.SWAP);
         if (budget > 0) {
           b.budget(budget);
         }
@@ -81,16 +82,21 @@ final class Pipeline {
       GraphStats s = lms.stats();
       report.graph(s.ops(), s.tensors(), s.parameterBytes());
       SwapPlan plan = lms.plan();
-      report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(), 0, 0,
-          lms.planningMs(), mode == LmsMode.OFF ? null : paramsJson(plan, lms.rewritten()));
+      var rp = lms.recompute();
+      report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(),
+          rp.clonedOps(), rp.groups().stream().mapToLong(g -> g.bytes()).sum(),
+          lms.planningMs(), mode == LmsMode.OFF ? null
+              : mode == LmsMode.REMAT ? rematJson(lms) : paramsJson(plan, lms.rewritten()));
       report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
           Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
-              : lms.rewritten() ? String.format(Locale.ROOT, " (%d swap-outs, %d swap-ins, %s)",
-                  plan.swapOuts().size(), plan.swapInCount(), Sizes.mib(plan.swapOutBytes()))
-              : " (LMS not necessary)");
+              : !lms.rewritten() ? " (LMS not necessary)"
+              : mode == LmsMode.REMAT ? String.format(Locale.ROOT,
+                  " (%d ops recomputed in %d groups)", rp.clonedOps(), rp.groups().size())
+              : String.format(Locale.ROOT, " (%d swap-outs, %d swap-ins, %s)",
+                  plan.swapOuts().size(), plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);
       }
@@ -162,6 +168,13 @@ final class Pipeline {
         .put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
         .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
         .put("tier", p.tier().cliName());
+    return n;
+  }
+
+  private static ObjectNode rematJson(LmsResult lms) {
+    ObjectNode n = new ObjectMapper().createObjectNode();
+    n.put("planner", "grappler-recompute").put("lms_needed", lms.rewritten())
+        .put("groups", lms.recompute().groups().size());
     return n;
   }
 

@@ -3,6 +3,8 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.RecomputePlan;
+import dev.lms4j.core.plan.RecomputePlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
@@ -42,6 +44,19 @@ public final class Lms {
   private final double memRatio;
   private final String backwardScope;
   private final Path swapDir;
+  private final Strategy strategy;
+
+  /** What the rewrite does to save memory. */
+  public enum Strategy {
+    /** Swap tensors out and back in (TFLMS); the default. */
+    SWAP,
+    /**
+     * Recompute cheap forward ops in the backward pass (grappler-style groups): the ops marked
+     * {@code _recompute_hint} when there are any, else groups chosen to fit the budget, else
+     * (no budget) every cheap group.
+     */
+    RECOMPUTE
+  }
 
   private Lms(Builder b) {
     this.budgetBytes = b.budgetBytes;
@@ -49,10 +64,11 @@ public final class Lms {
     this.memRatio = b.memRatio;
     this.backwardScope = b.backwardScope;
     this.swapDir = b.swapDir;
+    this.strategy = b.strategy;
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
     }
-    if (params.autoTune() && budgetBytes <= 0) {
+    if (strategy == Strategy.SWAP && params.autoTune() && budgetBytes <= 0) {
       throw new IllegalArgumentException("auto-tuning needs a budget: set budget(bytes) or the "
           + "parameters swapout_threshold, swapin_ahead and swapin_groupby");
     }
@@ -146,6 +162,9 @@ public final class Lms {
             + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
       }
     }
+    if (strategy == Strategy.RECOMPUTE) {
+      return recompute(gd, model, stats, before, t0);
+    }
     SwapAutoTuner.Result tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
     SwapPlan plan = tuned.plan();
     if (!tuned.lmsNeeded()) {
@@ -172,6 +191,36 @@ public final class Lms {
         planningMs, added);
   }
 
+  private LmsResult recompute(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
+      long t0) {
+    java.util.Set<String> hints = new java.util.TreeSet<>(RecomputeRewriter.hintedOps(gd));
+    hints.removeIf(h -> model.op(h).isEmpty());
+    RecomputePlan plan;
+    long after;
+    if (!hints.isEmpty()) {
+      plan = RecomputePlanner.manual(model, hints);
+      after = RecomputePlanner.peak(model, plan);
+    } else if (budgetBytes > 0) {
+      RecomputePlanner.Result r = RecomputePlanner.underBudget(model, budgetBytes, memRatio);
+      if (!r.needed()) {
+        return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
+            ms(t0), 0);
+      }
+      plan = r.plan();
+      after = r.predictedPeak();
+    } else {
+      plan = RecomputePlanner.heuristic(model);
+      after = RecomputePlanner.peak(model, plan);
+    }
+    GraphDef out = RecomputeRewriter.rewrite(gd, plan);
+    LOG.info("[LMS][0] Recomputing {} operations in {} groups ({} MiB no longer kept); "
+        + "predicted peak {} MiB -> {} MiB", plan.clonedOps(), plan.groups().size(),
+        mib(plan.groups().stream().mapToLong(RecomputePlan.Group::bytes).sum()), mib(before),
+        mib(after));
+    return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
+        !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
+  }
+
   private static long ms(long t0) {
     return (System.nanoTime() - t0) / 1_000_000;
   }
@@ -191,8 +240,15 @@ public final class Lms {
     private double memRatio = SwapAutoTuner.DEFAULT_MEM_RATIO;
     private String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
     private Path swapDir;
+    private Strategy strategy = Strategy.SWAP;
 
     private Builder() {}
+
+    /** Swap (default) or recompute. */
+    public Builder strategy(Strategy s) {
+      this.strategy = Objects.requireNonNull(s);
+      return this;
+    }
 
     /** The device memory budget in bytes (needed for auto-tuning). */
     public Builder budget(long bytes) {

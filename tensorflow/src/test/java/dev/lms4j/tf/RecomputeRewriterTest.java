@@ -1,0 +1,69 @@
+package dev.lms4j.tf;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.core.plan.RecomputePlan;
+import dev.lms4j.tf.run.StepLoop;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.proto.AttrValue;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+
+class RecomputeRewriterTest {
+  private final TrainingGraph net = TinyNet.build(64, 128, 4);
+
+  private static Map<String, NodeDef> nodes(GraphDef gd) {
+    Map<String, NodeDef> m = new HashMap<>();
+    gd.getNodeList().forEach(n -> m.put(n.getName(), n));
+    return m;
+  }
+
+  private List<Double> losses(GraphDef gd) {
+    List<Double> l = new ArrayList<>();
+    StepLoop.run(gd, net.manifest(), SessionConfigs.lms(), 3, 1, r -> l.add(r.loss()));
+    return l;
+  }
+
+  @Test
+  void heuristicClonesReluForTheBackwardPassWithIdenticalLosses() {
+    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build().rewrite(net);
+    RecomputePlan plan = r.recompute();
+    // each hidden ReLU's output is read by the MatMul gradient of the next layer
+    assertThat(plan.groups()).extracting(g -> g.ops().get(0))
+        .containsExactlyInAnyOrder("relu0", "relu1", "relu2", "relu3");
+    Map<String, NodeDef> n = nodes(r.graphDef());
+    for (RecomputePlan.Group g : plan.groups()) {
+      String clone = RecomputePlan.cloneName(g.name(), g.ops().get(0));
+      NodeDef c = n.get(clone);
+      assertThat(c.getOp()).isEqualTo("Relu");
+      assertThat(c.getInputList()).contains(n.get(g.ops().get(0)).getInput(0));
+      assertThat(c.getInputList()).containsAll(g.triggers().stream().map(t -> "^" + t).toList());
+      for (RecomputePlan.Repoint rp : g.repoints()) {
+        assertThat(rp.consumer()).startsWith("gradients/");
+        assertThat(n.get(rp.consumer()).getInputList()).contains(clone)
+            .doesNotContain(rp.op());
+      }
+    }
+    assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
+    // grappler keeps the clones in the graph as executed
+    GraphDef executed = SwapRewriterTest.executedGraph(r.graphDef(), SessionConfigs.lms());
+    assertThat(executed.getNodeList()).anyMatch(x -> x.getName().startsWith("lms4j/recompute/"));
+  }
+
+  @Test
+  void recomputeHintSelectsOpsManually() {
+    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
+        .getNodeList().stream().map(x -> x.getName().equals("relu1") ? x.toBuilder()
+            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
+            .build() : x).toList()).build();
+    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
+        .rewrite(new TrainingGraph(hinted, net.manifest()));
+    assertThat(r.recompute().groups()).hasSize(1);
+    assertThat(r.recompute().groups().get(0).ops()).containsExactly("relu1");
+    assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
+  }
+}
