@@ -18,7 +18,7 @@ import org.tensorflow.proto.RewriterConfig;
  */
 public final class StepWorker {
   /** Prefix of result lines on stdout. */
-  public static final String PREFIX = "LMS4J ";
+  public static final String PREFIX = WorkerProcess.PREFIX;
 
   private StepWorker() {}
 

@@ -1,0 +1,152 @@
+package dev.lms4j.tf.run;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A worker JVM whose TensorFlow CPU allocator is a BFC allocator limited to a budget
+ * ({@code TF_CPU_ALLOCATOR_USE_BFC=true}, {@code TF_CPU_BFC_MEM_LIMIT_IN_MB}). The limit is per
+ * process, which is why each budgeted run gets its own JVM. The worker reports events as lines
+ * {@code LMS4J <json>} on stdout; everything else it prints is logged at debug level.
+ *
+ * <p>The allocator logs "ran out of memory trying to allocate" as soon as an allocation fails
+ * and then retries for about 10 s before the op fails; the supervisor stops the worker when it
+ * sees that line (unless the caller may fail the allocation) and reports an OOM at once. A crash
+ * of the worker (oneDNN can segfault after an OOM) is reported with the worker's last lines.
+ *
+ * <pre>{@code
+ * WorkerProcess.Outcome o = WorkerProcess.run(StepWorker.class.getName(), args, 512,
+ *     Duration.ofMinutes(10), event -> ...);
+ * }</pre>
+ */
+public final class WorkerProcess {
+  private static final Logger LOG = LoggerFactory.getLogger(WorkerProcess.class);
+  /** Prefix of event lines on the worker's stdout. */
+  public static final String PREFIX = "LMS4J ";
+  private static final String OOM_LINE = "ran out of memory trying to allocate";
+
+  private WorkerProcess() {}
+
+  /**
+   * How a worker ended.
+   *
+   * @param oom      the supervisor saw the allocator run out of memory and stopped the worker
+   * @param finished the worker exited before the timeout
+   * @param exitCode its exit code (-1 when it was stopped)
+   * @param message  the OOM line, or a description of a crash or timeout with the worker's last
+   *                 lines; null for a normal exit
+   */
+  public record Outcome(boolean oom, boolean finished, int exitCode, String message) {}
+
+  /**
+   * Runs {@code mainClass} with {@code args} on this JVM's class path under {@code budgetMib}.
+   *
+   * @param onEvent receives each event's JSON, in order, on a reader thread
+   */
+  public static Outcome run(String mainClass, List<String> args, long budgetMib,
+      Duration timeout, Consumer<JsonNode> onEvent) throws IOException {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC", "-cp",
+        System.getProperty("java.class.path"), mainClass));
+    cmd.addAll(args);
+    ProcessBuilder pb = new ProcessBuilder(cmd);
+    pb.environment().put("TF_CPU_ALLOCATOR_USE_BFC", "true");
+    pb.environment().put("TF_CPU_BFC_MEM_LIMIT_IN_MB", Long.toString(budgetMib));
+    pb.environment().putIfAbsent("TF_CPP_MIN_LOG_LEVEL", "1");
+    LOG.debug("worker {}: budget {} MiB", mainClass, budgetMib);
+    Process p = pb.start();
+    AtomicBoolean oomSeen = new AtomicBoolean();
+    String[] oomMessage = {null};
+    Deque<String> tail = new ArrayDeque<>();
+    ObjectMapper json = new ObjectMapper();
+    Thread out = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(
+          new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = r.readLine()) != null) {
+          if (line.startsWith(PREFIX)) {
+            onEvent.accept(json.readTree(line.substring(PREFIX.length())));
+          } else {
+            LOG.debug("worker: {}", line);
+          }
+        }
+      } catch (IOException e) {
+        LOG.debug("worker stdout closed: {}", e.toString());
+      }
+    }, "lms4j-worker-out");
+    Thread err = new Thread(() -> {
+      try (BufferedReader r = new BufferedReader(
+          new InputStreamReader(p.getErrorStream(), StandardCharsets.UTF_8))) {
+        String line;
+        while ((line = r.readLine()) != null) {
+          LOG.debug("worker: {}", line);
+          synchronized (tail) {
+            tail.addLast(line);
+            if (tail.size() > 40) {
+              tail.removeFirst();
+            }
+          }
+          // "The caller indicates that this is not a failure" marks allocations that may fail
+          // (the op falls back), so only other lines mean the step is doomed
+          if (line.contains(OOM_LINE) && !line.contains("not a failure")
+              && oomSeen.compareAndSet(false, true)) {
+            oomMessage[0] = line.substring(line.indexOf(OOM_LINE));
+            p.destroyForcibly();
+          }
+        }
+      } catch (IOException e) {
+        LOG.debug("worker stderr closed: {}", e.toString());
+      }
+    }, "lms4j-worker-err");
+    out.start();
+    err.start();
+    boolean finished;
+    try {
+      finished = p.waitFor(timeout.toMillis(), TimeUnit.MILLISECONDS);
+      if (!finished) {
+        p.destroyForcibly();
+        p.waitFor();
+      }
+      out.join();
+      err.join();
+    } catch (InterruptedException e) {
+      p.destroyForcibly();
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while waiting for the worker", e);
+    }
+    if (oomSeen.get()) {
+      return new Outcome(true, finished, -1, oomMessage[0]);
+    }
+    if (!finished) {
+      return new Outcome(false, false, -1, "worker timed out after " + timeout.toSeconds() + " s");
+    }
+    int code = p.exitValue();
+    String msg = null;
+    if (code != 0) {
+      synchronized (tail) {
+        msg = "worker exited with code " + code + (code > 128 ? " (killed by signal "
+            + (code - 128) + ")" : "") + "; last output: "
+            + String.join(" | ", tail).replaceAll("\\s+", " ");
+      }
+      if (msg.length() > 2000) {
+        msg = msg.substring(0, 2000) + "...";
+      }
+    }
+    return new Outcome(false, true, code, msg);
+  }
+}
