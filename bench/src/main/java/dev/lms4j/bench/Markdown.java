@@ -12,12 +12,12 @@ final class Markdown {
     sb.append("# lms4j swap benchmark\n\n");
     sb.append("Machine: ").append(root.path("machine").asText()).append("\n\n");
     sb.append("Command: `").append(root.path("command").asText()).append("`\n\n");
-    sb.append("| model | batch | min budget no LMS (MiB) | min budget LMS (MiB) | ratio | "
+    sb.append("| model | method | batch | min budget no LMS (MiB) | min budget LMS (MiB) | ratio | "
         + "step time at 50% / unbudgeted | predicted peak (MiB) | measured peak (MiB) | "
-        + "planning (ms) |\n|---|---|---|---|---|---|---|---|---|\n");
+        + "planning (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (JsonNode r : root.path("results")) {
-      sb.append(String.format(java.util.Locale.ROOT, "| %s | %d | %d | %d | %.2f | %s | %d | %d | %d |%n",
-          r.path("model").asText(), r.path("batch").asInt(),
+      sb.append(String.format(java.util.Locale.ROOT, "| %s | %s | %d | %d | %d | %.2f | %s | %d | %d | %d |%n",
+          r.path("model").asText(), r.path("method").asText(), r.path("batch").asInt(),
           r.path("min_budget_no_lms_bytes").asLong() >> 20,
           r.path("min_budget_lms_bytes").asLong() >> 20, r.path("min_budget_ratio").asDouble(),
           r.path("step_time_ratio").has("0.50")

@@ -19,6 +19,7 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import org.slf4j.Logger;
@@ -75,58 +76,64 @@ public final class SwapBench {
       return r.fits();
     });
     out.printf("smallest budget without LMS: %d MiB%n", noLms);
-    long withLms = Bisection.smallest(16, noLms, c.resolutionMib(), mib -> {
-      LmsResult lr;
-      try {
-        lr = Lms.builder().budget(mib << 20).build().rewrite(tg);
-      } catch (PlanningException e) {
-        out.printf("  LMS at %d MiB: no plan (%s)%n", mib, e.getMessage());
-        return false;
-      }
-      RunResult r = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-          BudgetedRunner.Options.of(mib << 20, 2));
-      out.printf("  LMS at %d MiB: %s%n", mib, r.fits() ? "fits" : r.oom() ? "OOM" : r.error());
-      return r.fits();
-    });
-    out.printf("smallest budget with LMS: %d MiB (%.2f of no-LMS)%n", withLms,
-        withLms / (double) noLms);
-
     long half = (noLms << 20) / 2;
-    ObjectNode row = results.addObject();
-    row.put("model", c.model()).put("method", "tflms").put("batch", c.batch())
-        .put("options", c.options().toString()).put("budget_bytes", half)
-        .put("min_budget_no_lms_bytes", noLms << 20)
-        .put("min_budget_lms_bytes", withLms > 0 ? withLms << 20 : -1)
-        .put("min_budget_ratio", withLms > 0 ? withLms / (double) noLms : Double.NaN)
-        .put("unbudgeted_ms_per_step", free.medianMs())
-        .put("unbudgeted_measured_peak_bytes", free.peakBytes());
-    try {
-      LmsResult lr = Lms.builder().budget(half).build().rewrite(tg);
-      RunResult r = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-          BudgetedRunner.Options.of(half, c.steps()));
-      // unbudgeted again, right beside it, so both step times come from the same minute
-      RunResult free2 = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
-      row.put("fits_at_half", r.fits())
-          .put("predicted_peak_bytes", lr.predictedPeakAfter())
-          .put("measured_peak_bytes", r.peakBytes())
-          .put("predicted_peak_no_lms_bytes", lr.predictedPeakBefore())
-          .put("planning_ms", lr.planningMs())
-          .put("swap_outs", lr.plan().swapOuts().size())
-          .put("swapped_bytes", lr.plan().swapOutBytes())
-          .put("parameters", lr.plan().params().summary());
-      if (r.fits()) {
-        double ratio = r.medianMs() / free2.medianMs();
-        row.putObject("step_time_ratio").put("0.50", ratio);
-        out.printf(Locale.ROOT, "at 50%% of the no-LMS budget (%d MiB): %.0f ms/step vs %.0f "
-            + "unbudgeted = %.2fx; predicted peak %d MiB, measured %d MiB (%+.1f%%)%n",
-            half >> 20, r.medianMs(), free2.medianMs(), ratio, lr.predictedPeakAfter() >> 20,
-            r.peakBytes() >> 20,
-            100.0 * (lr.predictedPeakAfter() - r.peakBytes()) / r.peakBytes());
-      } else {
-        out.println("at 50% of the no-LMS budget: " + r.error());
+    for (Lms.Strategy method : List.of(Lms.Strategy.SWAP, Lms.Strategy.RECOMPUTE,
+        Lms.Strategy.AUTO)) {
+      String name = method == Lms.Strategy.SWAP ? "tflms" : method == Lms.Strategy.RECOMPUTE
+          ? "remat" : "auto";
+      long withLms = Bisection.smallest(16, noLms, c.resolutionMib(), mib -> {
+        LmsResult lr;
+        try {
+          lr = Lms.builder().budget(mib << 20).strategy(method).build().rewrite(tg);
+        } catch (PlanningException e) {
+          out.printf("  %s at %d MiB: no plan%n", name, mib);
+          return false;
+        }
+        RunResult r = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
+            BudgetedRunner.Options.of(mib << 20, 2));
+        out.printf("  %s at %d MiB: %s%n", name, mib, r.fits() ? "fits" : r.oom() ? "OOM"
+            : r.error());
+        return r.fits();
+      });
+      out.printf(Locale.ROOT, "smallest budget with %s: %d MiB (%.2f of no-LMS)%n", name,
+          withLms, withLms / (double) noLms);
+      ObjectNode row = results.addObject();
+      row.put("model", c.model()).put("method", name).put("batch", c.batch())
+          .put("options", c.options().toString()).put("budget_bytes", half)
+          .put("min_budget_no_lms_bytes", noLms << 20)
+          .put("min_budget_lms_bytes", withLms > 0 ? withLms << 20 : -1)
+          .put("min_budget_ratio", withLms > 0 ? withLms / (double) noLms : Double.NaN)
+          .put("unbudgeted_measured_peak_bytes", free.peakBytes());
+      try {
+        LmsResult lr = Lms.builder().budget(half).strategy(method).build().rewrite(tg);
+        RunResult r = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
+            BudgetedRunner.Options.of(half, c.steps()));
+        // unbudgeted again, right beside it, so both step times come from the same minute
+        RunResult free2 = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+        row.put("fits_at_half", r.fits())
+            .put("unbudgeted_ms_per_step", free2.medianMs())
+            .put("predicted_peak_bytes", lr.predictedPeakAfter())
+            .put("measured_peak_bytes", r.peakBytes())
+            .put("predicted_peak_no_lms_bytes", lr.predictedPeakBefore())
+            .put("planning_ms", lr.planningMs())
+            .put("swap_outs", lr.plan().swapOuts().size())
+            .put("swapped_bytes", lr.plan().swapOutBytes())
+            .put("recomputed_ops", lr.recompute().clonedOps());
+        if (r.fits()) {
+          double ratio = r.medianMs() / free2.medianMs();
+          row.putObject("step_time_ratio").put("0.50", ratio);
+          out.printf(Locale.ROOT, "%s at 50%% of the no-LMS budget (%d MiB): %.0f ms/step vs "
+              + "%.0f unbudgeted = %.2fx; predicted peak %d MiB, measured %d MiB (%+.1f%%)%n",
+              name, half >> 20, r.medianMs(), free2.medianMs(), ratio,
+              lr.predictedPeakAfter() >> 20, r.peakBytes() >> 20,
+              100.0 * (lr.predictedPeakAfter() - r.peakBytes()) / r.peakBytes());
+        } else {
+          out.println(name + " at 50% of the no-LMS budget: " + r.error());
+        }
+      } catch (PlanningException e) {
+        row.put("fits_at_half", false).put("error", e.getMessage());
+        out.println(name + " at 50% of the no-LMS budget: no plan");
       }
-    } catch (PlanningException e) {
-      row.put("fits_at_half", false).put("error", e.getMessage());
     }
 
     ArrayNode planning = root.putArray("planning");

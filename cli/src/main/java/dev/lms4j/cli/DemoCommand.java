@@ -64,7 +64,7 @@ final class DemoCommand implements Callable<Integer> {
     System.out.println("3/3 Training with LMS under the budget...");
     LmsResult lr;
     try {
-      lr = Lms.builder().budget(b).build().rewrite(tg);
+      lr = Lms.builder().budget(b).strategy(Lms.Strategy.AUTO).build().rewrite(tg);
     } catch (PlanningException e) {
       System.out.println("    no plan fits: " + e.getMessage());
       return Main.FAILED;
@@ -79,9 +79,11 @@ final class DemoCommand implements Callable<Integer> {
     row("budget, LMS", b, on);
     boolean same = on.fits() && Arrays.equals(on.losses(), free.losses());
     System.out.println();
-    System.out.printf(Locale.ROOT, "LMS: %d swap-outs (%s), %d swap-ins, parameters %s; "
-        + "predicted peak %s -> %s%n", lr.plan().swapOuts().size(),
-        Sizes.mib(lr.plan().swapOutBytes()), lr.plan().swapInCount(), lr.plan().params().summary(),
+    System.out.printf(Locale.ROOT, "LMS (auto): %d ops recomputed in %d groups, %d swap-outs "
+        + "(%s), %d swap-ins%s; predicted peak %s -> %s%n", lr.recompute().clonedOps(),
+        lr.recompute().groups().size(), lr.plan().swapOuts().size(),
+        Sizes.mib(lr.plan().swapOutBytes()), lr.plan().swapInCount(),
+        lr.plan().swapOuts().isEmpty() ? "" : ", parameters " + lr.plan().params().summary(),
         Sizes.mib(lr.predictedPeakBefore()), Sizes.mib(lr.predictedPeakAfter()));
     if (on.fits()) {
       System.out.printf(Locale.ROOT, "Losses with LMS %s the unbudgeted run's; step time %.2fx.%n",
@@ -92,8 +94,9 @@ final class DemoCommand implements Callable<Integer> {
     if (report != null) {
       Report r = new Report(modelArgs.model, batch, b, "auto");
       r.graph(lr.stats().ops(), lr.stats().tensors(), lr.stats().parameterBytes());
-      r.plan(lr.plan().swapOuts().size(), lr.plan().swapInCount(), lr.plan().swapOutBytes(), 0, 0,
-          lr.planningMs(), null);
+      r.plan(lr.plan().swapOuts().size(), lr.plan().swapInCount(), lr.plan().swapOutBytes(),
+          lr.recompute().clonedOps(), lr.recompute().groups().stream()
+              .mapToLong(g -> g.bytes()).sum(), lr.planningMs(), null);
       r.predicted(lr.predictedPeakBefore(), lr.predictedPeakAfter());
       Pipeline.fill(r, on);
       r.json().putObject("demo").put("no_lms_fits", off.fits())

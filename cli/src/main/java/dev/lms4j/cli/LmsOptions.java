@@ -16,10 +16,10 @@ final class LmsOptions {
   String budget;
 
   @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
-      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). tflms, "
-          + "swap and auto use the TFLMS swap planner (auto-tuned unless parameters are "
-          + "given); remat recomputes cheap forward ops in the backward pass (grappler-style "
-          + "groups, chosen to fit the budget).")
+      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). tflms and "
+          + "swap use the TFLMS swap planner (auto-tuned unless parameters are given); remat "
+          + "recomputes cheap forward ops in the backward pass (grappler-style groups chosen to "
+          + "fit the budget); auto recomputes first and swaps what still does not fit.")
   String lms;
 
   @Option(names = "--swapout-threshold", defaultValue = "-1",

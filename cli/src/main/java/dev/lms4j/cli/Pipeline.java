@@ -65,7 +65,7 @@ final class Pipeline {
           Files.createDirectories(swapDir);
         }
         Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
-            .strategy(mode == LmsMode.REMAT ? Lms.Strategy.RECOMPUTE : Lms.Strategy.SWAP);
+            .strategy(strategy(mode, params));
         if (budget > 0) {
           b.budget(budget);
         }
@@ -86,17 +86,16 @@ final class Pipeline {
       report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(),
           rp.clonedOps(), rp.groups().stream().mapToLong(g -> g.bytes()).sum(),
           lms.planningMs(), mode == LmsMode.OFF ? null
-              : mode == LmsMode.REMAT ? rematJson(lms) : paramsJson(plan, lms.rewritten()));
+              : mode == LmsMode.REMAT ? rematJson(lms) : paramsJson(lms, lms.rewritten()));
       report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
           Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
               : !lms.rewritten() ? " (LMS not necessary)"
-              : mode == LmsMode.REMAT ? String.format(Locale.ROOT,
-                  " (%d ops recomputed in %d groups)", rp.clonedOps(), rp.groups().size())
-              : String.format(Locale.ROOT, " (%d swap-outs, %d swap-ins, %s)",
-                  plan.swapOuts().size(), plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
+              : String.format(Locale.ROOT, " (%d ops recomputed in %d groups; %d swap-outs, %d "
+                  + "swap-ins, %s)", rp.clonedOps(), rp.groups().size(), plan.swapOuts().size(),
+                  plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);
       }
@@ -161,14 +160,27 @@ final class Pipeline {
         peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);
   }
 
-  private static ObjectNode paramsJson(SwapPlan plan, boolean rewritten) {
-    SwapParams p = plan.params();
+  private static ObjectNode paramsJson(LmsResult lms, boolean rewritten) {
+    SwapParams p = lms.plan().params();
     ObjectNode n = new ObjectMapper().createObjectNode();
-    n.put("planner", "tflms-swap").put("lms_needed", rewritten)
+    n.put("planner", lms.recompute().isEmpty() ? "tflms-swap" : "recompute+tflms-swap")
+        .put("lms_needed", rewritten)
         .put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
         .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
         .put("tier", p.tier().cliName());
     return n;
+  }
+
+  /**
+   * {@code remat} recomputes; {@code auto} recomputes first and swaps the rest, unless TFLMS
+   * parameters were given (then it swaps with them); {@code tflms} and {@code swap} swap.
+   */
+  private static Lms.Strategy strategy(LmsMode mode, SwapParams params) {
+    return switch (mode) {
+      case REMAT -> Lms.Strategy.RECOMPUTE;
+      case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
+      default -> Lms.Strategy.SWAP;
+    };
   }
 
   private static ObjectNode rematJson(LmsResult lms) {

@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.RecomputePlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
@@ -55,7 +56,14 @@ public final class Lms {
      * {@code _recompute_hint} when there are any, else groups chosen to fit the budget, else
      * (no budget) every cheap group.
      */
-    RECOMPUTE
+    RECOMPUTE,
+    /**
+     * Recompute first, swap the rest: the cheap groups that lower the simulated peak most are
+     * recomputed (on this CPU testbed recomputing a ReLU costs less than copying its output
+     * twice); if the graph still does not fit, the TFLMS swap planner is auto-tuned on the
+     * result. Needs a budget.
+     */
+    AUTO
   }
 
   private Lms(Builder b) {
@@ -67,6 +75,9 @@ public final class Lms {
     this.strategy = b.strategy;
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
+    }
+    if (strategy == Strategy.AUTO && budgetBytes <= 0) {
+      throw new IllegalArgumentException("the auto strategy needs a budget");
     }
     if (strategy == Strategy.SWAP && params.autoTune() && budgetBytes <= 0) {
       throw new IllegalArgumentException("auto-tuning needs a budget: set budget(bytes) or the "
@@ -165,6 +176,9 @@ public final class Lms {
     if (strategy == Strategy.RECOMPUTE) {
       return recompute(gd, model, stats, before, t0);
     }
+    if (strategy == Strategy.AUTO) {
+      return auto(gd, model, stats, before, t0, trainOp);
+    }
     SwapAutoTuner.Result tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
     SwapPlan plan = tuned.plan();
     if (!tuned.lmsNeeded()) {
@@ -219,6 +233,47 @@ public final class Lms {
         mib(after));
     return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
         !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
+  }
+
+  private LmsResult auto(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
+      long t0, String trainOp) {
+    long available = (long) (budgetBytes * memRatio);
+    if (before <= available) {
+      LOG.info("[LMS][0] LMS is not necessary. Turned LMS off. (simulated peak {} MiB)",
+          mib(before));
+      return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
+          ms(t0), 0);
+    }
+    RecomputePlanner.Result rr = RecomputePlanner.bestEffort(model, budgetBytes, memRatio);
+    GraphDef remat = RecomputeRewriter.rewrite(gd, rr.plan());
+    if (rr.predictedPeak() <= available) {
+      LOG.info("[LMS][0] Recomputation alone fits: {} operations in {} groups; predicted peak "
+          + "{} MiB -> {} MiB", rr.plan().clonedOps(), rr.plan().groups().size(), mib(before),
+          mib(rr.predictedPeak()));
+      return new LmsResult(remat, SwapPlan.empty(params), model, stats, before,
+          rr.predictedPeak(), true, ms(t0), remat.getNodeCount() - gd.getNodeCount(),
+          rr.plan());
+    }
+    DataflowGraph model2 = RecomputeApplier.apply(model, rr.plan());
+    SwapAutoTuner.Result tuned;
+    RecomputePlan recompute = rr.plan();
+    try {
+      tuned = SwapAutoTuner.tune(model2, params, budgetBytes, memRatio);
+    } catch (PlanningException e) {
+      // the recomputed groups keep their inputs alive until the backward pass; at the tightest
+      // budgets swapping alone can go lower
+      LOG.info("[LMS][0] Recompute + swap does not fit ({}); trying swap alone", e.getMessage());
+      recompute = RecomputePlan.empty();
+      remat = gd;
+      tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
+    }
+    GraphDef out = SwapRewriter.rewrite(remat, tuned.plan(), params.tier(), swapDir, trainOp);
+    LOG.info("[LMS][0] Recomputing {} operations in {} groups and swapping {} tensors ({} MiB); "
+        + "predicted peak {} MiB -> {} MiB", recompute.clonedOps(), recompute.groups().size(),
+        tuned.plan().swapOuts().size(), mib(tuned.plan().swapOutBytes()), mib(before),
+        mib(tuned.predictedPeak()));
+    return new LmsResult(out, tuned.plan(), model, stats, before, tuned.predictedPeak(), true,
+        ms(t0), out.getNodeCount() - gd.getNodeCount(), recompute);
   }
 
   private static long ms(long t0) {

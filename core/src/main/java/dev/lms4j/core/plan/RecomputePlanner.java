@@ -83,6 +83,23 @@ public final class RecomputePlanner {
    * @throws PlanningException when even all useful groups do not fit
    */
   public static Result underBudget(DataflowGraph g, long budget, double memRatio) {
+    Result r = bestEffort(g, budget, memRatio);
+    long available = (long) (budget * memRatio);
+    if (r.predictedPeak() > available) {
+      long need = (long) Math.ceil(r.predictedPeak() / memRatio);
+      throw new PlanningException("Recomputation cannot fit a budget of " + (budget >> 20)
+          + " MiB: the smallest simulated peak was " + (r.predictedPeak() >> 20) + " MiB. The "
+          + "smallest budget that could work with recomputation alone is about "
+          + ((need + (1 << 20) - 1) >> 20) + " MiB.", need);
+    }
+    return r;
+  }
+
+  /**
+   * As {@link #underBudget}, but when the budget cannot be met returns the groups that lowered
+   * the peak most (for a planner that swaps the rest) instead of failing.
+   */
+  public static Result bestEffort(DataflowGraph g, long budget, double memRatio) {
     long available = (long) (budget * memRatio);
     long peak = peak(g, RecomputePlan.empty());
     int sims = 1;
@@ -107,13 +124,6 @@ public final class RecomputePlanner {
       } else {
         chosen.remove(chosen.size() - 1);
       }
-    }
-    if (peak > available) {
-      long need = (long) Math.ceil(peak / memRatio);
-      throw new PlanningException("Recomputation cannot fit a budget of " + (budget >> 20)
-          + " MiB: the smallest simulated peak was " + (peak >> 20) + " MiB. The smallest budget "
-          + "that could work with recomputation alone is about " + ((need + (1 << 20) - 1) >> 20)
-          + " MiB.", need);
     }
     LOG.info("[LMS][0] Recomputing {} groups ({} ops): simulated peak {} MiB ({} simulations)",
         chosen.size(), chosen.stream().mapToInt(gr -> gr.ops().size()).sum(), peak >> 20, sims);

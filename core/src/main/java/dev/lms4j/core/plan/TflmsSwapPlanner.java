@@ -202,9 +202,12 @@ public final class TflmsSwapPlanner {
         p.exclOutputByScopes(), p.exclOutputByTypes());
   }
 
-  /** True when this consumer may be fed by a swap-in under {@code p}'s filters. */
+  /**
+   * True when this consumer may be fed by a swap-in under {@code p}'s filters. Recompute clones
+   * may (they read forward tensors late); swap ops may not (excluded by type).
+   */
   static boolean destEligible(Op op, SwapParams p) {
-    if (excludedType(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
+    if (excludedType(op)) {
       return false;
     }
     return filtered(op, p.inclInputByScopes(), p.inclInputByTypes(),
