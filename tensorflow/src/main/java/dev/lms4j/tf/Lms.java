@@ -1,6 +1,7 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.RecomputeApplier;
@@ -46,6 +47,7 @@ public final class Lms {
   private final String backwardScope;
   private final Path swapDir;
   private final Strategy strategy;
+  private final CostModel costModel;
 
   /** What the rewrite does to save memory. */
   public enum Strategy {
@@ -61,7 +63,8 @@ public final class Lms {
      * Recompute first, swap the rest: the cheap groups that lower the simulated peak most are
      * recomputed (on this CPU testbed recomputing a ReLU costs less than copying its output
      * twice); if the graph still does not fit, the TFLMS swap planner is auto-tuned on the
-     * result. Needs a budget.
+     * result, and swapping alone is planned too: the plan the cost model predicts faster wins.
+     * Needs a budget.
      */
     AUTO
   }
@@ -73,6 +76,7 @@ public final class Lms {
     this.backwardScope = b.backwardScope;
     this.swapDir = b.swapDir;
     this.strategy = b.strategy;
+    this.costModel = b.costModel;
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
     }
@@ -259,6 +263,21 @@ public final class Lms {
     RecomputePlan recompute = rr.plan();
     try {
       tuned = SwapAutoTuner.tune(model2, params, budgetBytes, memRatio);
+      // swapping alone may fit too: keep whichever the cost model predicts faster
+      try {
+        SwapAutoTuner.Result swapOnly = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
+        double both = costModel.stepMs(model, tuned.plan(), recompute);
+        double alone = costModel.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
+        LOG.info("[LMS][0] Predicted step time: recompute + swap {} ms, swap alone {} ms",
+            String.format("%.1f", both), String.format("%.1f", alone));
+        if (alone < both) {
+          tuned = swapOnly;
+          recompute = RecomputePlan.empty();
+          remat = gd;
+        }
+      } catch (PlanningException e) {
+        LOG.debug("swap alone does not fit: {}", e.getMessage());
+      }
     } catch (PlanningException e) {
       // the recomputed groups keep their inputs alive until the backward pass; at the tightest
       // budgets swapping alone can go lower
@@ -296,8 +315,15 @@ public final class Lms {
     private String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
     private Path swapDir;
     private Strategy strategy = Strategy.SWAP;
+    private CostModel costModel = CostModel.defaults();
 
     private Builder() {}
+
+    /** The cost model the auto strategy compares plans with (default: {@link CostModel#defaults()}). */
+    public Builder costModel(CostModel cm) {
+      this.costModel = Objects.requireNonNull(cm);
+      return this;
+    }
 
     /** Swap (default) or recompute. */
     public Builder strategy(Strategy s) {

@@ -78,7 +78,7 @@ public final class BudgetedRunner {
             switch (ev) {
               case "step" -> {
                 StepRecord rec = new StepRecord(n.get("step").asInt(), n.get("loss").asDouble(),
-                    n.get("ms").asDouble());
+                    n.get("ms").asDouble(), n.path("traced").asBoolean());
                 steps.add(rec);
                 onStep.accept(rec);
               }
@@ -95,7 +95,8 @@ public final class BudgetedRunner {
           });
       if ("done".equals(event[0])) {
         return new RunResult(true, false, steps, peak[0],
-            "RunMetadata step stats (FULL_TRACE, step 1): max allocator_bytes_in_use of "
+            "RunMetadata step stats (FULL_TRACE, step 2, or 1 when it is the only one): max "
+                + "allocator_bytes_in_use of "
                 + allocator[0], null);
       }
       if (w.oom() || "oom".equals(event[0])) {

@@ -20,10 +20,16 @@ public record RunResult(boolean fits, boolean oom, List<StepRecord> steps, long 
     steps = List.copyOf(steps);
   }
 
-  /** The median step time, leaving out the first (warm-up, traced) step when there are more. */
+  /**
+   * The median step time over the timing samples: every step but the first (warm-up) and the
+   * traced one; when that leaves none, every step.
+   */
   public double medianMs() {
-    double[] ms = steps.stream().skip(steps.size() > 1 ? 1 : 0).mapToDouble(StepRecord::ms)
-        .sorted().toArray();
+    double[] ms = steps.stream().filter(s -> s.step() > 1 && !s.traced())
+        .mapToDouble(StepRecord::ms).sorted().toArray();
+    if (ms.length == 0) {
+      ms = steps.stream().mapToDouble(StepRecord::ms).sorted().toArray();
+    }
     if (ms.length == 0) {
       return Double.NaN;
     }

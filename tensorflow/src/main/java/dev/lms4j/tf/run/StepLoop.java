@@ -18,8 +18,9 @@ import org.tensorflow.types.TFloat64;
 
 /**
  * Runs training steps of a GraphDef in this process: init op, then {@code steps} steps that feed
- * synthetic data, fetch the loss and run the train op. Step 1 is traced
- * ({@code FULL_TRACE}) to read the allocator's bytes in use after each op.
+ * synthetic data, fetch the loss and run the train op. Step 2 (step 1 when there is only one)
+ * is traced ({@code FULL_TRACE}) to read the allocator's bytes in use after each op: the first
+ * step also pays one-time costs (kernel and primitive creation) that would distort op times.
  */
 public final class StepLoop {
   private StepLoop() {}
@@ -31,7 +32,7 @@ public final class StepLoop {
    * Runs the steps; each finished step is passed to {@code onStep} at once (so a supervisor
    * sees progress before a later step fails).
    *
-   * @return the trace of step 1 (peak -1 when the allocator reported nothing)
+   * @return the trace of the traced step (peak -1 when the allocator reported nothing)
    */
   public static Trace run(GraphDef gd, Manifest m, ConfigProto config, int steps, long seed,
       Consumer<StepRecord> onStep) {
@@ -52,7 +53,7 @@ public final class StepLoop {
               r.feed(m.feeds().get(i).name(), t);
             }
             r.fetch(m.loss()).addTarget(m.trainOp());
-            boolean traced = step == 1;
+            boolean traced = step == Math.min(2, steps);
             if (traced) {
               r.setOptions(RunOptions.newBuilder()
                   .setTraceLevel(RunOptions.TraceLevel.FULL_TRACE).build());
@@ -65,7 +66,7 @@ public final class StepLoop {
                 trace = peak(res.getMetadata().get());
                 dumpIfAsked(res.getMetadata().get());
               }
-              onStep.accept(new StepRecord(step, loss, ms));
+              onStep.accept(new StepRecord(step, loss, ms, traced));
             }
           } finally {
             for (Tensor t : feeds) {
@@ -99,7 +100,7 @@ public final class StepLoop {
   /**
    * When {@code LMS4J_DUMP_TRACE} names a file, writes the traced step's ops in execution order
    * with the allocator's bytes in use after each, the op's own peak and its output bytes
-   * (tab-separated: start micros, op, bytes in use, op peak, output bytes).
+   * (tab-separated: start micros, op, bytes in use, op peak, output bytes, duration micros).
    */
   private static void dumpIfAsked(RunMetadata md) {
     String file = System.getenv("LMS4J_DUMP_TRACE");
@@ -120,7 +121,7 @@ public final class StepLoop {
           outBytes += o.getTensorDescription().getAllocationDescription().getAllocatedBytes();
         }
         rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes + "\t"
-            + opPeak + "\t" + outBytes);
+            + opPeak + "\t" + outBytes + "\t" + node.getAllEndRelMicros());
       }
     }
     rows.sort(java.util.Comparator.comparingLong(r -> Long.parseLong(r.substring(0,

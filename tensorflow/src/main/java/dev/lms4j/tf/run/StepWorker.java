@@ -38,7 +38,7 @@ public final class StepWorker {
       var cfg = SessionConfigs.build(deterministic, true, memOpt);
       StepLoop.Trace t = StepLoop.run(gd, m, cfg, steps, seed, rec -> {
         ObjectNode n = json.createObjectNode().put("event", "step").put("step", rec.step())
-            .put("loss", rec.loss()).put("ms", rec.ms());
+            .put("loss", rec.loss()).put("ms", rec.ms()).put("traced", rec.traced());
         out.println(PREFIX + n);
       });
       out.println(PREFIX + json.createObjectNode().put("event", "done")
