@@ -1,0 +1,378 @@
+package dev.lms4j.checkpoint;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.zip.CRC32C;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The {@code files} backend: one raw file per tensor, written in parallel straight from the
+ * tensor's memory, plus {@code manifest.json} with names, dtypes, shapes, byte lengths and a
+ * CRC32C per tensor; crash-safe through {@link CheckpointDirs} (temp dir, fsync, atomic rename).
+ *
+ * <p>No copy in user space: a file is written with {@code FileChannel.write} from the view's
+ * direct buffer (the tensor's memory) and read back with {@code FileChannel.read} into the
+ * target's direct buffer; the CRC32C is computed over the same memory, chunk by chunk, just
+ * before each chunk is written or just after it is read.
+ */
+final class FilesBackend implements CheckpointBackend {
+  static final String NAME = "files";
+  static final String FORMAT = "lms4j-files/1";
+  static final String MANIFEST = "manifest.json";
+  private static final Logger LOG = LoggerFactory.getLogger(FilesBackend.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final int CHUNK = 8 << 20;
+
+  private final Path root;
+  private final int keep;
+  private final boolean fsync;
+  private final ExecutorService pool;
+  private boolean closed;
+
+  FilesBackend(Path root, int keep, int threads, boolean fsync) throws IOException {
+    this.root = root;
+    this.keep = keep;
+    this.fsync = fsync;
+    CheckpointDirs.open(root);
+    AtomicInteger n = new AtomicInteger();
+    this.pool = Executors.newFixedThreadPool(threads, r -> {
+      Thread t = new Thread(r, "lms4j-files-" + n.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    });
+  }
+
+  @Override
+  public String name() {
+    return NAME;
+  }
+
+  @Override
+  public synchronized CheckpointInfo save(long step, Map<String, String> metadata,
+      List<TensorView> tensors) throws IOException {
+    checkOpen();
+    if (step < 0) {
+      throw new IllegalArgumentException("step must be >= 0, got " + step);
+    }
+    checkUniqueNames(tensors);
+    long t0 = System.nanoTime();
+    Path tmp = CheckpointDirs.newTemp(root, step);
+    boolean done = false;
+    try {
+      List<Future<Long>> crcs = new ArrayList<>();
+      for (int i = 0; i < tensors.size(); i++) {
+        TensorView v = tensors.get(i);
+        Path file = tmp.resolve(fileName(i));
+        crcs.add(pool.submit(() -> write(v, file)));
+      }
+      for (int i = 0; i < tensors.size(); i++) {
+        await(crcs, i, tensors.get(i).name());
+      }
+      if (fsync) {
+        // fsync after all writes: the kernel writes back every file at once meanwhile, instead
+        // of one file at a time (as dd conv=fsync does with one file)
+        List<Future<Long>> syncs = new ArrayList<>();
+        for (int i = 0; i < tensors.size(); i++) {
+          Path file = tmp.resolve(fileName(i));
+          syncs.add(pool.submit(() -> {
+            CheckpointDirs.fsync(file);
+            return 0L;
+          }));
+        }
+        for (int i = 0; i < tensors.size(); i++) {
+          await(syncs, i, tensors.get(i).name());
+        }
+      }
+      ObjectNode manifest = JSON.createObjectNode();
+      manifest.put("format", FORMAT).put("step", step);
+      ObjectNode md = manifest.putObject("metadata");
+      new java.util.TreeMap<>(metadata).forEach(md::put);
+      ArrayNode arr = manifest.putArray("tensors");
+      List<TensorSpec> specs = new ArrayList<>();
+      for (int i = 0; i < tensors.size(); i++) {
+        TensorView v = tensors.get(i);
+        long crc = await(crcs, i, v.name());
+        ObjectNode t = arr.addObject();
+        t.put("name", v.name()).put("dtype", v.dtype().manifestName());
+        ArrayNode shape = t.putArray("shape");
+        for (long d : v.shape()) {
+          shape.add(d);
+        }
+        t.put("file", fileName(i)).put("bytes", v.byteSize()).put("crc32c", crc);
+        specs.add(v.spec());
+      }
+      Path mf = tmp.resolve(MANIFEST);
+      Files.write(mf, JSON.writerWithDefaultPrettyPrinter().writeValueAsBytes(manifest),
+          StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+      if (fsync) {
+        CheckpointDirs.fsync(mf);
+      }
+      Path dest = CheckpointDirs.commit(root, tmp, step);
+      done = true;
+      for (Path p : CheckpointDirs.prune(root, keep)) {
+        LOG.debug("removed old checkpoint {}", p);
+      }
+      CheckpointInfo info = new CheckpointInfo(step, metadata, specs, dest.toString());
+      LOG.debug("files: saved step {} ({} tensors, {} bytes) in {} ms to {}", step,
+          tensors.size(), info.byteSize(), (System.nanoTime() - t0) / 1_000_000, dest);
+      return info;
+    } finally {
+      if (!done) {
+        try {
+          CheckpointDirs.deleteTree(tmp);
+        } catch (IOException e) {
+          LOG.warn("could not remove the incomplete checkpoint {}: {}", tmp, e.toString());
+        }
+      }
+    }
+  }
+
+  private static String fileName(int i) {
+    return String.format(Locale.ROOT, "t%05d.bin", i);
+  }
+
+  private long write(TensorView v, Path file) throws IOException {
+    CRC32C crc = new CRC32C();
+    ByteBuffer data = v.data();
+    try (FileChannel ch = FileChannel.open(file, StandardOpenOption.CREATE_NEW,
+        StandardOpenOption.WRITE)) {
+      int pos = 0;
+      int size = data.capacity();
+      while (pos < size) {
+        int end = Math.min(size, pos + CHUNK);
+        data.limit(end).position(pos);
+        crc.update(data.duplicate());
+        while (data.hasRemaining()) {
+          ch.write(data);
+        }
+        pos = end;
+      }
+    }
+    return crc.getValue();
+  }
+
+  private static long await(List<Future<Long>> futures, int i, String tensor)
+      throws IOException {
+    try {
+      return futures.get(i).get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      futures.forEach(f -> f.cancel(true));
+      throw new IOException("interrupted while writing tensor '" + tensor + "'", e);
+    } catch (ExecutionException e) {
+      futures.forEach(f -> f.cancel(true));
+      for (Future<Long> f : futures) {
+        try {
+          f.get(); // let the other writers stop before the temp dir is removed
+        } catch (Exception ignored) {
+          // reported through the first failure
+        }
+      }
+      Throwable c = e.getCause();
+      throw new IOException("writing tensor '" + tensor + "' failed: " + c, c);
+    }
+  }
+
+  @Override
+  public void load(CheckpointInfo checkpoint, List<TensorView> targets) throws IOException {
+    checkOpen();
+    Path dir = Path.of(checkpoint.location());
+    Map<String, Entry> entries = readManifest(dir).entries;
+    List<Future<Void>> futures = new ArrayList<>();
+    List<String> names = new ArrayList<>();
+    for (TensorView t : targets) {
+      Entry e = entries.get(t.name());
+      if (e == null) {
+        throw new IOException("checkpoint " + dir + " has no tensor '" + t.name()
+            + "' (it has: " + String.join(", ", entries.keySet()) + ")");
+      }
+      if (!e.spec.sameLayout(t.spec())) {
+        throw new IllegalArgumentException("tensor '" + t.name() + "' is " + e.spec.dtype()
+            + java.util.Arrays.toString(e.spec.shape()) + " in checkpoint " + dir
+            + " but the target is " + t.dtype() + java.util.Arrays.toString(t.shape()));
+      }
+      names.add(t.name());
+      futures.add(pool.submit(() -> {
+        read(dir, e, t);
+        return null;
+      }));
+    }
+    IOException first = null;
+    for (int i = 0; i < futures.size(); i++) {
+      try {
+        futures.get(i).get();
+      } catch (InterruptedException ex) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted while loading " + dir, ex);
+      } catch (ExecutionException ex) {
+        Throwable c = ex.getCause();
+        if (first == null) {
+          first = c instanceof IOException io ? io
+              : new IOException("reading tensor '" + names.get(i) + "' failed: " + c, c);
+        }
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+  }
+
+  private static void read(Path dir, Entry e, TensorView target) throws IOException {
+    Path file = dir.resolve(e.file);
+    long size;
+    try {
+      size = Files.size(file);
+    } catch (NoSuchFileException ex) {
+      throw new CorruptCheckpointException("checkpoint " + dir + ": file " + e.file
+          + " of tensor '" + e.spec.name() + "' is missing");
+    }
+    if (size != e.spec.byteSize()) {
+      throw new CorruptCheckpointException("checkpoint " + dir + ": file " + e.file
+          + " of tensor '" + e.spec.name() + "' has " + size + " bytes but the manifest says "
+          + e.spec.byteSize() + (size < e.spec.byteSize() ? " (truncated)" : " (too long)"));
+    }
+    CRC32C crc = new CRC32C();
+    ByteBuffer data = target.data();
+    try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+      int pos = 0;
+      int total = data.capacity();
+      while (pos < total) {
+        int end = Math.min(total, pos + CHUNK);
+        data.limit(end).position(pos);
+        while (data.hasRemaining()) {
+          if (ch.read(data) < 0) {
+            throw new CorruptCheckpointException("checkpoint " + dir + ": file " + e.file
+                + " of tensor '" + e.spec.name() + "' ended after " + data.position()
+                + " of " + total + " bytes (truncated)");
+          }
+        }
+        data.position(pos);
+        crc.update(data);
+        pos = end;
+      }
+    }
+    if (crc.getValue() != e.crc32c) {
+      throw new CorruptCheckpointException(String.format(Locale.ROOT,
+          "checkpoint %s: checksum mismatch in file %s of tensor '%s' (crc32c stored %08x, "
+              + "computed %08x): the file is corrupted", dir, e.file, e.spec.name(), e.crc32c,
+          crc.getValue()));
+    }
+  }
+
+  @Override
+  public List<CheckpointInfo> list() throws IOException {
+    List<CheckpointInfo> out = new ArrayList<>();
+    for (Path dir : CheckpointDirs.complete(root)) {
+      try {
+        out.add(readManifest(dir).info);
+      } catch (IOException e) {
+        if (Files.exists(dir)) {
+          LOG.warn("skipping checkpoint {}: {}", dir, e.getMessage());
+        } // else: removed by keep-last-N meanwhile
+      }
+    }
+    return out;
+  }
+
+  private record Entry(TensorSpec spec, String file, long crc32c) {}
+
+  private record Manifest(CheckpointInfo info, Map<String, Entry> entries) {}
+
+  private static Manifest readManifest(Path dir) throws IOException {
+    Path mf = dir.resolve(MANIFEST);
+    JsonNode root;
+    try {
+      root = JSON.readTree(Files.readAllBytes(mf));
+    } catch (NoSuchFileException e) {
+      throw new CorruptCheckpointException("checkpoint " + dir + " has no " + MANIFEST);
+    } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+      throw new CorruptCheckpointException("checkpoint " + dir + ": " + MANIFEST
+          + " is not valid JSON: " + e.getOriginalMessage());
+    }
+    if (!FORMAT.equals(root.path("format").asText())) {
+      throw new CorruptCheckpointException("checkpoint " + dir + ": " + MANIFEST
+          + " has format '" + root.path("format").asText() + "', expected " + FORMAT);
+    }
+    try {
+      Map<String, String> md = new LinkedHashMap<>();
+      for (Iterator<Map.Entry<String, JsonNode>> it = root.path("metadata").fields();
+          it.hasNext(); ) {
+        Map.Entry<String, JsonNode> e = it.next();
+        md.put(e.getKey(), e.getValue().asText());
+      }
+      Map<String, Entry> entries = new LinkedHashMap<>();
+      List<TensorSpec> specs = new ArrayList<>();
+      for (JsonNode t : root.path("tensors")) {
+        long[] shape = new long[t.path("shape").size()];
+        for (int i = 0; i < shape.length; i++) {
+          shape[i] = t.path("shape").get(i).asLong();
+        }
+        TensorSpec spec = new TensorSpec(t.path("name").asText(),
+            DType.fromName(t.path("dtype").asText()), shape, t.path("bytes").asLong());
+        String file = t.path("file").asText();
+        if (file.isEmpty() || file.contains("/") || file.startsWith(".")) {
+          throw new IllegalArgumentException("bad file name '" + file + "'");
+        }
+        entries.put(spec.name(), new Entry(spec, file, t.path("crc32c").asLong()));
+        specs.add(spec);
+      }
+      CheckpointInfo info = new CheckpointInfo(root.path("step").asLong(), md, specs,
+          dir.toString());
+      return new Manifest(info, entries);
+    } catch (IllegalArgumentException e) {
+      throw new CorruptCheckpointException("checkpoint " + dir + ": " + MANIFEST + " is invalid: "
+          + e.getMessage());
+    }
+  }
+
+  static void checkUniqueNames(List<TensorView> tensors) {
+    Set<String> seen = new HashSet<>();
+    for (TensorView v : tensors) {
+      if (!seen.add(v.name())) {
+        throw new IllegalArgumentException("tensor name '" + v.name() + "' appears twice");
+      }
+    }
+  }
+
+  private void checkOpen() {
+    if (closed) {
+      throw new IllegalStateException("the files backend on " + root + " is closed");
+    }
+  }
+
+  @Override
+  public synchronized void close() {
+    if (!closed) {
+      closed = true;
+      pool.shutdownNow();
+    }
+  }
+
+  @Override
+  public String toString() {
+    return "files(" + root + ", keep=" + keep + ")";
+  }
+}

@@ -1,0 +1,120 @@
+package dev.lms4j.checkpoint;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.tensorflow.Graph;
+import org.tensorflow.GraphOperation;
+import org.tensorflow.Session;
+
+class CheckpointsTest {
+  @TempDir Path dir;
+
+  @Test
+  void variablesListsWeightsOptimizerStateAndStepSorted() {
+    try (Graph g = TrainNet.build()) {
+      assertThat(Checkpoints.variables(g)).containsExactly("global_step", "momentum_w0",
+          "momentum_w1", "w0", "w1");
+    }
+  }
+
+  @Test
+  void resumingWithOptimizerStateGivesBitIdenticalLosses() throws IOException {
+    try (Graph g = TrainNet.build(); Session s = TrainNet.session(g);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      List<String> all = Checkpoints.variables(g);
+      s.run("init");
+      TrainNet.train(s, 3);
+      Checkpoints.save(s, all, 3, Map.of("note", "after 3"), b);
+      float[] expected = TrainNet.train(s, 4);
+
+      s.run("init");
+      CheckpointInfo c = Checkpoints.load(s, all, b);
+      assertThat(c.step()).isEqualTo(3);
+      assertThat(TestGraphs.values(s, List.of("global_step")).get("global_step"))
+          .isEqualTo(new byte[] {3, 0, 0, 0, 0, 0, 0, 0});
+      assertThat(TrainNet.train(s, 4)).containsExactly(expected);
+
+      // without the momentum slots the resumed run differs: the state matters
+      s.run("init");
+      Checkpoints.load(s, TrainNet.WEIGHTS, c, b);
+      float[] weightsOnly = TrainNet.train(s, 4);
+      assertThat(weightsOnly[0]).isEqualTo(expected[0]); // same weights, same first loss
+      assertThat(weightsOnly).isNotEqualTo(expected);
+    }
+  }
+
+  @Test
+  void restoreOpsAreAddedOnceToTheRunningSessionsGraph() throws IOException {
+    try (Graph g = TrainNet.build(); Session s = TrainNet.session(g);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      List<String> all = Checkpoints.variables(g);
+      s.run("init");
+      Checkpoints.save(s, all, 0, Map.of(), b);
+      int before = restoreOps(g).size();
+      Checkpoints.load(s, all, b);
+      List<String> after1 = restoreOps(g);
+      Checkpoints.load(s, all, b);
+      List<String> after2 = restoreOps(g);
+      assertThat(before).isZero();
+      assertThat(after1).hasSize(2 * all.size())
+          .contains("lms4j_restore/w0/value", "lms4j_restore/w0/assign",
+              "lms4j_restore/momentum_w1/assign");
+      assertThat(after2).isEqualTo(after1);
+    }
+  }
+
+  private static List<String> restoreOps(Graph g) {
+    List<String> out = new ArrayList<>();
+    for (Iterator<GraphOperation> it = g.operations(); it.hasNext(); ) {
+      String n = it.next().name();
+      if (n.startsWith(Checkpoints.SCOPE + "/")) {
+        out.add(n);
+      }
+    }
+    out.sort(null);
+    return out;
+  }
+
+  @Test
+  void badNamesAndMismatchedShapesAreClearErrors() throws IOException {
+    try (Graph g = TrainNet.build(); Session s = TrainNet.session(g);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      s.run("init");
+      assertThatThrownBy(() -> Checkpoints.save(s, List.of("loss"), b))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("'loss' is not a variable (its op type is Mean");
+      assertThatThrownBy(() -> Checkpoints.save(s, List.of("nope"), b))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("no operation named 'nope'");
+      assertThatThrownBy(() -> Checkpoints.save(s, List.of("w0", "w0:0"), b))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("listed twice");
+      assertThatThrownBy(() -> Checkpoints.load(s, List.of("w0"), b))
+          .isInstanceOf(IOException.class).hasMessageContaining("no complete checkpoint");
+    }
+    // a checkpoint of a graph where "w0" has another shape
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      s.run("init_a");
+      Checkpoints.save(s, List.of("f32"), 1, Map.of(), b);
+    }
+    try (Graph g = TrainNet.build(); Session s = TrainNet.session(g);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      CheckpointInfo c = b.latest().orElseThrow();
+      CheckpointInfo renamed = new CheckpointInfo(c.step(), c.metadata(),
+          List.of(new TensorSpec("w0", DType.FLOAT32, new long[] {3, 5}, 60)), c.location());
+      assertThatThrownBy(() -> Checkpoints.load(s, List.of("w0"), renamed, b))
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("variable 'w0' is float32[8, 16] but checkpoint")
+          .hasMessageContaining("holds float32[3, 5]");
+    }
+  }
+}

@@ -1,0 +1,208 @@
+package dev.lms4j.checkpoint;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.stream.Stream;
+import java.util.zip.CRC32C;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.tensorflow.Graph;
+import org.tensorflow.Session;
+
+class FilesBackendTest {
+  @TempDir Path dir;
+
+  private CheckpointBackend open(String extra) {
+    return CheckpointBackends.open("files", "dir=" + dir + (extra.isEmpty() ? "" : "," + extra));
+  }
+
+  @Test
+  void roundTripIsBitIdenticalForEveryDtype() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = open("")) {
+      s.run("init_a");
+      Map<String, byte[]> a = TestGraphs.values(s, names);
+      CheckpointInfo saved = Checkpoints.save(s, names, 42, Map.of("loss", "0.5"), b);
+      s.run("init_b");
+      Map<String, byte[]> other = TestGraphs.values(s, names);
+      CheckpointInfo loaded = Checkpoints.load(s, names, b);
+      Map<String, byte[]> back = TestGraphs.values(s, names);
+
+      assertThat(loaded).isEqualTo(saved);
+      assertThat(loaded.step()).isEqualTo(42);
+      assertThat(loaded.metadata()).containsExactly(Map.entry("loss", "0.5"));
+      for (String n : names) {
+        assertThat(back.get(n)).as(n).isEqualTo(a.get(n));
+        if (!n.equals("scalar") && !n.equals("scope/b")) {
+          assertThat(other.get(n)).as(n + " differs before the load").isNotEqualTo(a.get(n));
+        }
+      }
+      // NaN payload and -0.0 survived
+      ByteBuffer f = ByteBuffer.wrap(back.get("f32")).order(java.nio.ByteOrder.nativeOrder());
+      assertThat(f.getInt(0)).isEqualTo(0x7fc00123);
+      assertThat(f.getInt(4)).isEqualTo(0x80000000);
+    }
+  }
+
+  @Test
+  void manifestListsNamesShapesDtypesSizesAndCrc32c() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = open("")) {
+      s.run("init_a");
+      CheckpointInfo info = Checkpoints.save(s, names, 7, Map.of(), b);
+      Path ckpt = Path.of(info.location());
+      assertThat(ckpt.getFileName().toString()).isEqualTo("ckpt-0000000007");
+      JsonNode m = new ObjectMapper().readTree(ckpt.resolve("manifest.json").toFile());
+      assertThat(m.path("format").asText()).isEqualTo("lms4j-files/1");
+      assertThat(m.path("step").asLong()).isEqualTo(7);
+      JsonNode t = m.path("tensors");
+      assertThat(t.size()).isEqualTo(names.size());
+      for (int i = 0; i < names.size(); i++) {
+        JsonNode e = t.get(i);
+        Object[] spec = TestGraphs.VARS.get(names.get(i));
+        assertThat(e.path("name").asText()).isEqualTo(names.get(i));
+        assertThat(e.path("dtype").asText()).isEqualTo(spec[0].toString());
+        long[] shape = (long[]) spec[1];
+        assertThat(e.path("shape").size()).isEqualTo(shape.length);
+        byte[] content = Files.readAllBytes(ckpt.resolve(e.path("file").asText()));
+        assertThat(content).isEqualTo(TestGraphs.bytes((DType) spec[0], shape, 1));
+        assertThat(e.path("bytes").asLong()).isEqualTo(content.length);
+        CRC32C crc = new CRC32C();
+        crc.update(content);
+        assertThat(e.path("crc32c").asLong()).isEqualTo(crc.getValue());
+      }
+    }
+  }
+
+  @Test
+  void aFlippedByteIsRefusedNamingTensorAndFileAndVariablesStayUntouched() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = open("")) {
+      s.run("init_a");
+      CheckpointInfo info = Checkpoints.save(s, names, 1, Map.of(), b);
+      Path file = Path.of(info.location()).resolve("t00003.bin"); // i64
+      try (RandomAccessFile f = new RandomAccessFile(file.toFile(), "rw")) {
+        f.seek(13);
+        int x = f.read();
+        f.seek(13);
+        f.write(x ^ 0x10);
+      }
+      s.run("init_b");
+      Map<String, byte[]> before = TestGraphs.values(s, names);
+      assertThatThrownBy(() -> Checkpoints.load(s, names, b))
+          .isInstanceOf(CorruptCheckpointException.class)
+          .hasMessageContaining("checksum mismatch")
+          .hasMessageContaining("'i64'")
+          .hasMessageContaining("t00003.bin");
+      Map<String, byte[]> after = TestGraphs.values(s, names);
+      for (String n : names) {
+        assertThat(after.get(n)).as(n).isEqualTo(before.get(n));
+      }
+    }
+  }
+
+  @Test
+  void truncatedAndMissingFilesAreRefused() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = open("")) {
+      s.run("init_a");
+      CheckpointInfo info = Checkpoints.save(s, names, 1, Map.of(), b);
+      Path f32 = Path.of(info.location()).resolve("t00000.bin");
+      try (RandomAccessFile f = new RandomAccessFile(f32.toFile(), "rw")) {
+        f.setLength(f.length() - 4);
+      }
+      assertThatThrownBy(() -> Checkpoints.load(s, names, b))
+          .isInstanceOf(CorruptCheckpointException.class)
+          .hasMessageContaining("'f32'").hasMessageContaining("t00000.bin")
+          .hasMessageContaining("56 bytes but the manifest says 60 (truncated)");
+      Files.delete(f32);
+      assertThatThrownBy(() -> Checkpoints.load(s, names, b))
+          .isInstanceOf(CorruptCheckpointException.class)
+          .hasMessageContaining("t00000.bin of tensor 'f32' is missing");
+    }
+  }
+
+  @Test
+  void keepsTheLastNAndReplacesASavedStep() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g);
+        CheckpointBackend b = open("keep=2")) {
+      s.run("init_a");
+      for (long step = 1; step <= 5; step++) {
+        Checkpoints.save(s, names, step * 10, Map.of("i", "" + step), b);
+      }
+      assertThat(b.list()).extracting(CheckpointInfo::step).containsExactly(40L, 50L);
+      try (Stream<Path> st = Files.list(dir)) {
+        assertThat(st.map(p -> p.getFileName().toString()).sorted())
+            .containsExactly("ckpt-0000000040", "ckpt-0000000050");
+      }
+      Checkpoints.save(s, names, 50, Map.of("i", "again"), b);
+      assertThat(b.latest().orElseThrow().metadata()).containsEntry("i", "again");
+      assertThat(b.list()).hasSize(2);
+      // the 3-argument save takes the step after the latest
+      assertThat(Checkpoints.save(s, names, b).step()).isEqualTo(51);
+    }
+  }
+
+  @Test
+  void leftoversOfACrashedWriterAreNeverListedAndAreRemovedOnOpen() throws IOException {
+    Path tmp = Files.createDirectories(dir.resolve(".tmp-ckpt-0000000009-x"));
+    Files.write(tmp.resolve("manifest.json"), "{}".getBytes());
+    Files.createDirectories(dir.resolve("ckpt-junk"));
+    try (CheckpointBackend b = open("")) {
+      assertThat(b.list()).isEmpty();
+      assertThat(tmp).doesNotExist();
+    }
+  }
+
+  @Test
+  void badParametersAreRefusedClearly() {
+    assertThatThrownBy(() -> CheckpointBackends.open("files", ""))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("parameter 'dir' is required");
+    assertThatThrownBy(() -> CheckpointBackends.open("files", "dir=" + dir + ",kep=3"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("unknown parameter 'kep'")
+        .hasMessageContaining("dir, fsync, keep, threads");
+    assertThatThrownBy(() -> CheckpointBackends.open("files", "dir=" + dir + ",keep=-1"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("'keep' must be >= 0, got -1");
+    assertThatThrownBy(() -> CheckpointBackends.open("files", "dir=" + dir + ",threads=x"))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("'threads' must be an integer, got 'x'");
+    assertThatThrownBy(() -> CheckpointBackends.open("files", "{\"dir\": "))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("not valid JSON");
+  }
+
+  @Test
+  void jsonParametersWork() throws IOException {
+    try (CheckpointBackend b = CheckpointBackends.open("files",
+        "{\"dir\":\"" + dir + "\",\"keep\":1,\"fsync\":false}")) {
+      assertThat(b.name()).isEqualTo("files");
+      assertThat(b.toString()).contains("keep=1");
+    }
+  }
+
+  @Test
+  void closeIsIdempotentAndAClosedBackendRefusesWork() throws IOException {
+    CheckpointBackend b = open("");
+    b.close();
+    b.close();
+    assertThatThrownBy(() -> b.save(1, Map.of(), List.of()))
+        .isInstanceOf(IllegalStateException.class).hasMessageContaining("closed");
+  }
+}
