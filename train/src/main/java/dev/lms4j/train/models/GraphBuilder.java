@@ -21,10 +21,12 @@ import org.tensorflow.proto.AttrValue;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 import org.tensorflow.types.TFloat32;
+import org.tensorflow.types.TInt32;
 
 /**
  * The machinery shared by the models: seeded variables with their initialisers, the loss, the
- * gradients, the SGD update and the export to a {@link TrainingGraph}.
+ * {@code accuracy} metric, the gradients, the update (plain SGD or SGD with momentum) and the
+ * export to a {@link TrainingGraph}.
  *
  * <p>One builder builds one graph; {@link #finish} closes nothing, {@link #close} frees the graph.
  */
@@ -47,6 +49,20 @@ final class GraphBuilder implements AutoCloseable {
   private final List<Variable<TFloat32>> variables = new ArrayList<>();
   private final List<Op> assigns = new ArrayList<>();
   private long parameters;
+
+  /**
+   * The update rule.
+   *
+   * @param learningRate the step size, positive
+   * @param momentum     0 for plain SGD ({@code ApplyGradientDescent}); otherwise the momentum
+   *                     of {@code ApplyMomentum}, with one zero-initialised accumulator variable
+   *                     per trainable variable (see {@link #slot})
+   */
+  record Optimizer(float learningRate, float momentum) {
+    static Optimizer sgd(float learningRate) {
+      return new Optimizer(learningRate, 0f);
+    }
+  }
 
   GraphBuilder(long seed) {
     this.seed = seed;
@@ -86,6 +102,32 @@ final class GraphBuilder implements AutoCloseable {
     return v;
   }
 
+  /**
+   * A zero-initialised optimizer slot {@code train/<variable with _ for />_<name>} of
+   * {@code v}'s shape, initialised by {@code init} but neither trained nor counted as a
+   * parameter.
+   */
+  private Variable<TFloat32> slot(Ops train, Variable<TFloat32> v, String name) {
+    String full = v.op().name().replace('/', '_') + "_" + name;
+    Shape shape = v.shape();
+    Variable<TFloat32> s = train.withName(full).variable(shape, TFloat32.class);
+    Ops init = train.withSubScope(full + "_init");
+    assigns.add(init.assign(s, init.fill(init.constant(shape.asArray()), init.constant(0f))));
+    return s;
+  }
+
+  /**
+   * The scalar {@code accuracy}: the batch mean of {@code argmax(logits) == argmax(labels)}
+   * (helper ops under {@code metrics/}).
+   */
+  private void accuracy(Operand<TFloat32> logits, Placeholder<TFloat32> labels) {
+    Ops m = tf.withSubScope("metrics");
+    Operand<TInt32> axis = m.constant(1);
+    Operand<TFloat32> correct = m.dtypes.cast(m.math.equal(m.math.argMax(logits, axis),
+        m.math.argMax(labels, axis)), TFloat32.class);
+    tf.withName("accuracy").math.mean(correct, m.constant(0));
+  }
+
   private void register(Variable<TFloat32> v, Op assign) {
     variables.add(v);
     assigns.add(assign);
@@ -103,6 +145,21 @@ final class GraphBuilder implements AutoCloseable {
    */
   TrainingGraph finish(String model, Operand<TFloat32> logits, Placeholder<TFloat32> x,
       Placeholder<TFloat32> labels, float learningRate) {
+    return finish(model, logits, x, labels, Optimizer.sgd(learningRate));
+  }
+
+  /**
+   * Adds loss, {@code accuracy}, gradients, updates, {@code train_op} and {@code init}, and
+   * exports the graph.
+   *
+   * @param model     model name, for logging
+   * @param logits    the forward output, {@code [batch, classes]}
+   * @param x         the input placeholder (named {@code x})
+   * @param labels    the one-hot label placeholder (named {@code labels})
+   * @param optimizer the update rule
+   */
+  TrainingGraph finish(String model, Operand<TFloat32> logits, Placeholder<TFloat32> x,
+      Placeholder<TFloat32> labels, Optimizer optimizer) {
     Operand<TFloat32> xent = tf.nn.softmaxCrossEntropyWithLogits(logits, labels).loss();
     Operand<TFloat32> loss = tf.withName("loss").math.mean(xent, tf.constant(new int[] {0}));
 
@@ -114,7 +171,9 @@ final class GraphBuilder implements AutoCloseable {
         null);
 
     Ops train = tf.withSubScope("train");
-    Operand<TFloat32> lr = train.withName("learning_rate").constant(learningRate);
+    Operand<TFloat32> lr = train.withName("learning_rate").constant(optimizer.learningRate());
+    Operand<TFloat32> momentum = optimizer.momentum() == 0 ? null
+        : train.withName("momentum").constant(optimizer.momentum());
     List<Op> updates = new ArrayList<>(vars.length);
     for (int i = 0; i < vars.length; i++) {
       Variable<TFloat32> v = variables.get(i);
@@ -122,9 +181,16 @@ final class GraphBuilder implements AutoCloseable {
         throw new IllegalStateException(model + ": variable " + v.op().name()
             + " does not affect the loss");
       }
-      updates.add(train.withName(v.op().name().replace('/', '_'))
-          .train.applyGradientDescent(v, lr, grads[i].expect(TFloat32.class)));
+      Ops update = train.withName(v.op().name().replace('/', '_'));
+      Operand<TFloat32> grad = grads[i].expect(TFloat32.class);
+      if (momentum == null) {
+        updates.add(update.train.applyGradientDescent(v, lr, grad));
+      } else {
+        updates.add(update.train.applyMomentum(v, slot(train, v, "momentum"), lr, grad,
+            momentum));
+      }
     }
+    accuracy(logits, labels);
     tf.withControlDependencies(updates).withName("train_op").noOp();
     tf.withControlDependencies(assigns).withName("init").noOp();
 
@@ -132,7 +198,7 @@ final class GraphBuilder implements AutoCloseable {
     Manifest manifest = new Manifest(List.of(
         new Manifest.Feed(x.op().name(), "float32", x.shape().asArray(), "normal"),
         new Manifest.Feed(labels.op().name(), "float32", labels.shape().asArray(), "onehot")),
-        "loss:0", "train_op", "init");
+        "loss:0", "train_op", "init", Map.of("accuracy", "accuracy:0"));
     LOG.debug("built {}: {} ops, {} variables, {} parameters", model, def.getNodeCount(),
         variables.size(), parameters);
     return new TrainingGraph(def, manifest);

@@ -5,8 +5,13 @@ import java.util.Map;
 
 /**
  * A model of the zoo: a named recipe that builds a complete training graph (forward pass, loss,
- * gradients and a plain SGD update) together with the {@link dev.lms4j.tf.Manifest} that says how
- * to run it.
+ * accuracy, gradients and an SGD update) together with the {@link dev.lms4j.tf.Manifest} that
+ * says how to run it.
+ *
+ * <pre>{@code
+ * ModelSpec spec = ModelZoo.getOrThrow("mlp");
+ * TrainingGraph tg = spec.build(spec.defaultBatch(), Map.of("layers", "4"));
+ * }</pre>
  *
  * <p>Every graph built by a spec follows the same contract:
  *
@@ -15,9 +20,14 @@ import java.util.Map;
  *       {@code normal}) and placeholder {@code labels} (float32 {@code [batch, classes]}, fill
  *       {@code onehot});
  *   <li>loss tensor {@code loss:0}: the batch mean of the softmax cross entropy;
- *   <li>op {@code init}: a NoOp depending on one seeded Assign per (reference) variable;
- *   <li>op {@code train_op}: a NoOp depending on one ApplyGradientDescent per variable (the
- *       updates live under the name scope {@code train/}, gradients under {@code gradients/});
+ *   <li>metric {@code accuracy} (manifest {@code "metrics": {"accuracy": "accuracy:0"}}): the
+ *       batch mean of {@code argmax(logits) == argmax(labels)}, a float32 scalar;
+ *   <li>op {@code init}: a NoOp depending on one seeded Assign per (reference) variable,
+ *       optimizer slots included;
+ *   <li>op {@code train_op}: a NoOp depending on one update per trainable variable:
+ *       {@code ApplyGradientDescent}, or {@code ApplyMomentum} for models trained with momentum
+ *       (whose accumulators are variables {@code train/<variable>_momentum}); updates live under
+ *       the name scope {@code train/}, gradients under {@code gradients/};
  *   <li>determinism: the same arguments always give an identical GraphDef.
  * </ul>
  */

@@ -3,10 +3,17 @@ package dev.lms4j.train.models;
 import java.util.List;
 import java.util.Optional;
 
-/** The registry of built-in models: {@code mlp} and {@code resnet}. */
+/**
+ * The registry of built-in models: {@code mlp}, {@code resnet} and {@code lenet}.
+ *
+ * <pre>{@code
+ * TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of("dense", "512"));
+ * }</pre>
+ */
 public final class ModelZoo {
 
-  private static final List<ModelSpec> ALL = List.of(new MlpModel(), new ResNetModel());
+  private static final List<ModelSpec> ALL = List.of(new MlpModel(), new ResNetModel(),
+      new LeNetModel());
 
   private ModelZoo() {}
 

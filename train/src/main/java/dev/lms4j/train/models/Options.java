@@ -84,6 +84,21 @@ final class Options {
     return f;
   }
 
+  /** A finite float option in {@code [min, max)}. */
+  float floatInRange(String key, float min, float max) {
+    String v = values.get(key);
+    float f;
+    try {
+      f = Float.parseFloat(v);
+    } catch (NumberFormatException e) {
+      throw bad(key, v, "a number in [" + min + ", " + max + ")");
+    }
+    if (!(f >= min && f < max)) {
+      throw bad(key, v, "a number in [" + min + ", " + max + ")");
+    }
+    return f;
+  }
+
   private IllegalArgumentException bad(String key, String value, String expected) {
     return new IllegalArgumentException(model + ": option '" + key + "' must be " + expected
         + ", got '" + value + "'");

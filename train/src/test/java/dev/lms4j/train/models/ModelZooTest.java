@@ -34,7 +34,8 @@ class ModelZooTest {
   /** A small configuration per model, so the tests stay fast. */
   private static final Map<String, Map<String, String>> SMALL = Map.of(
       "mlp", Map.of("layers", "3", "width", "32", "input", "20", "classes", "5"),
-      "resnet", Map.of("blocks", "1", "stages", "2", "width", "8", "image", "16", "classes", "5"));
+      "resnet", Map.of("blocks", "1", "stages", "2", "width", "8", "image", "16", "classes", "5"),
+      "lenet", Map.of("width", "4", "dense", "16", "image", "10", "classes", "5"));
 
   static Stream<String> models() {
     return ModelZoo.all().stream().map(ModelSpec::name);
@@ -46,13 +47,18 @@ class ModelZooTest {
 
   @Test
   void zooHasTheModelsWithDocumentedDefaults() {
-    assertThat(ModelZoo.all()).extracting(ModelSpec::name).containsExactly("mlp", "resnet");
+    assertThat(ModelZoo.all()).extracting(ModelSpec::name)
+        .containsExactly("mlp", "resnet", "lenet");
     assertThat(SMALL.keySet()).containsExactlyInAnyOrderElementsOf(
         models().collect(Collectors.toSet()));
     assertThat(ModelZoo.getOrThrow("mlp").defaultOptions())
         .containsEntry("layers", "8").containsEntry("width", "1024").containsEntry("input", "784");
     assertThat(ModelZoo.getOrThrow("resnet").defaultOptions())
         .containsKeys("blocks", "width", "image", "classes").containsEntry("image", "64");
+    assertThat(ModelZoo.getOrThrow("lenet").defaultOptions())
+        .containsEntry("width", "32").containsEntry("dense", "1024").containsEntry("image", "28")
+        .containsEntry("channels", "1").containsEntry("momentum", "0.9");
+    assertThat(ModelZoo.getOrThrow("lenet").defaultBatch()).isEqualTo(100);
     for (ModelSpec m : ModelZoo.all()) {
       assertThat(m.description()).isNotBlank();
       assertThat(m.defaultBatch()).isPositive();
@@ -65,7 +71,8 @@ class ModelZooTest {
     assertThat(ModelZoo.get("nope")).isEmpty();
     assertThatThrownBy(() -> ModelZoo.getOrThrow("nope"))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("nope").hasMessageContaining("mlp").hasMessageContaining("resnet");
+        .hasMessageContaining("nope").hasMessageContaining("mlp").hasMessageContaining("resnet")
+        .hasMessageContaining("lenet");
   }
 
   @ParameterizedTest
@@ -97,13 +104,27 @@ class ModelZooTest {
     assertThat(nodes.get("x").getOp()).isEqualTo("Placeholder");
     assertThat(nodes.get("labels").getOp()).isEqualTo("Placeholder");
 
+    assertThat(m.metrics()).containsExactly(Map.entry("accuracy", "accuracy:0"));
+    assertThat(nodes.get("accuracy").getOp()).isEqualTo("Mean");
+
+    // trainable variables live under the model's scope, optimizer slots under train/
     List<NodeDef> vars = ofType(tg.graphDef(), "VariableV2");
+    List<NodeDef> trainable = vars.stream().filter(v -> !v.getName().startsWith("train/"))
+        .toList();
+    List<NodeDef> slots = vars.stream().filter(v -> v.getName().startsWith("train/")).toList();
     List<NodeDef> assigns = ofType(tg.graphDef(), "Assign");
-    List<NodeDef> updates = ofType(tg.graphDef(), "ApplyGradientDescent");
-    assertThat(vars).isNotEmpty().allSatisfy(v -> assertThat(v.getName()).startsWith(name + "/"));
+    List<NodeDef> updates = tg.graphDef().getNodeList().stream()
+        .filter(n -> n.getOp().equals("ApplyGradientDescent") || n.getOp().equals("ApplyMomentum"))
+        .toList();
+    assertThat(trainable).isNotEmpty()
+        .allSatisfy(v -> assertThat(v.getName()).startsWith(name + "/"));
+    assertThat(slots).allSatisfy(v -> assertThat(v.getName()).endsWith("_momentum"));
+    assertThat(slots).hasSize(name.equals("lenet") ? trainable.size() : 0);
     assertThat(assigns).hasSameSizeAs(vars);
-    assertThat(updates).hasSameSizeAs(vars)
-        .allSatisfy(u -> assertThat(u.getName()).startsWith("train/"));
+    assertThat(updates).hasSameSizeAs(trainable)
+        .allSatisfy(u -> assertThat(u.getName()).startsWith("train/"))
+        .allSatisfy(u -> assertThat(u.getOp()).isEqualTo(name.equals("lenet") ? "ApplyMomentum"
+            : "ApplyGradientDescent"));
     assertThat(nodes.get("init").getInputList())
         .containsExactlyInAnyOrderElementsOf(assigns.stream().map(a -> "^" + a.getName()).toList());
     assertThat(nodes.get("train_op").getInputList())
@@ -193,6 +214,72 @@ class ModelZooTest {
       opts.putAll(SMALL.get(m.name()));
       assertThat(m.build(2, opts).graphDef()).isEqualTo(m.build(2, SMALL.get(m.name())).graphDef());
     }
+  }
+
+  @ParameterizedTest
+  @MethodSource("models")
+  void accuracyIsTheShareOfArgmaxMatches(String name) {
+    TrainingGraph tg = small(name);
+    NodeDef xent = tg.graphDef().getNodeList().stream()
+        .filter(n -> n.getOp().equals("SoftmaxCrossEntropyWithLogits")).findFirst().orElseThrow();
+    String logitsName = xent.getInput(0);
+    Random random = new Random(5);
+    ConfigProto config = ConfigProto.newBuilder().setInterOpParallelismThreads(-1).build();
+    try (Graph g = new Graph()) {
+      g.importGraphDef(tg.graphDef());
+      try (Session s = new Session(g, config)) {
+        s.run(tg.manifest().init());
+        List<TFloat32> feeds = tg.manifest().feeds().stream().map(f -> synthetic(f, random))
+            .toList();
+        try (Result res = s.runner().feed("x", feeds.get(0)).feed("labels", feeds.get(1))
+            .fetch(logitsName).fetch("accuracy").run()) {
+          TFloat32 logits = (TFloat32) res.get(0);
+          TFloat32 labels = feeds.get(1);
+          int rows = (int) logits.shape().get(0);
+          int classes = (int) logits.shape().get(1);
+          int correct = 0;
+          for (int r = 0; r < rows; r++) {
+            correct += argmax(logits, r, classes) == argmax(labels, r, classes) ? 1 : 0;
+          }
+          assertThat(res.get(1).shape().numDimensions()).isZero();
+          assertThat(((TFloat32) res.get(1)).getFloat()).isEqualTo((float) correct / rows);
+        } finally {
+          feeds.forEach(Tensor::close);
+        }
+      }
+    }
+  }
+
+  private static int argmax(TFloat32 t, int row, int classes) {
+    int best = 0;
+    for (int k = 1; k < classes; k++) {
+      if (t.getFloat(row, k) > t.getFloat(row, best)) {
+        best = k;
+      }
+    }
+    return best;
+  }
+
+  @Test
+  void lenetWithoutMomentumIsPlainSgdAndMomentumMustBeBelowOne() {
+    ModelSpec lenet = ModelZoo.getOrThrow("lenet");
+    Map<String, String> opts = new HashMap<>(SMALL.get("lenet"));
+    opts.put("momentum", "0");
+    GraphDef sgd = lenet.build(BATCH, opts).graphDef();
+    assertThat(ofType(sgd, "ApplyMomentum")).isEmpty();
+    assertThat(ofType(sgd, "ApplyGradientDescent")).hasSize(8);
+    assertThat(ofType(sgd, "VariableV2")).hasSize(8);
+    opts.put("momentum", "1");
+    assertThatThrownBy(() -> lenet.build(BATCH, opts))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("momentum")
+        .hasMessageContaining("[0.0, 1.0)");
+    // 28 x 28 x 1 in, two pools: 7 x 7 x 64 features into the dense layer
+    TrainingGraph full = lenet.build(2, Map.of());
+    assertThat(full.manifest().feeds().get(0).shape()).containsExactly(2, 28, 28, 1);
+    NodeDef kernel = full.graphDef().getNodeList().stream()
+        .filter(n -> n.getName().equals("lenet/dense/kernel")).findFirst().orElseThrow();
+    assertThat(kernel.getAttrOrThrow("shape").getShape().getDimList())
+        .extracting(d -> d.getSize()).containsExactly(7L * 7 * 64, 1024L);
   }
 
   private static List<NodeDef> ofType(GraphDef def, String type) {
