@@ -404,6 +404,22 @@ public final class Trainer implements AutoCloseable {
   }
 
   /**
+   * Sets how many epochs are already done, for a run resumed from a checkpoint: the next
+   * {@code fit} starts at epoch {@code epochs + 1}, with that epoch's shuffling, so a run resumed
+   * after epoch {@code k} sees the same batches as an uninterrupted one. Call it before
+   * {@code fit}, or from {@link Callback#onSessionStart} (as {@code CheckpointCallback} does).
+   *
+   * @param epochs epochs completed, at least 0
+   */
+  public void resumeAfter(int epochs) {
+    checkOpen();
+    if (epochs < 0) {
+      throw new IllegalArgumentException("epochs must be >= 0, got " + epochs);
+    }
+    epochsDone = epochs;
+  }
+
+  /**
    * The number of epochs trained so far, over all {@code fit} calls.
    *
    * @return the count
