@@ -1,7 +1,15 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.checkpoint.CheckpointBackends;
+import dev.lms4j.core.report.Report;
 import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.WorkerProcess;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Mixin;
@@ -10,44 +18,59 @@ import picocli.CommandLine.Spec;
 
 /** {@code lms4j train}: train a zoo model under a budget. */
 @Command(name = "train", mixinStandardHelpOptions = true,
-    description = "Train a model of the zoo on synthetic data for some steps, under a memory "
-        + "budget, with or without LMS. The steps run in a worker JVM whose TensorFlow "
-        + "allocator is limited to the budget.")
+    description = {"Train a model of the zoo under a memory budget, with or without LMS. Runs in "
+        + "a worker JVM whose TensorFlow allocator is limited to the budget.",
+        "Two ways: --steps N runs N steps on synthetic feeds and measures the peak (the LMS "
+        + "check); --epochs N runs the trainer over a data set (synthetic or fashion-mnist) "
+        + "with progress, optional checkpoints and a test evaluation."})
 final class TrainCommand implements Callable<Integer> {
   @Mixin ModelArgs modelArgs;
   @Mixin LmsOptions lms;
   @Spec picocli.CommandLine.Model.CommandSpec spec;
 
-  @Option(names = "--steps", defaultValue = "5", description = "Training steps (default 5).")
-  int steps;
+  @Option(names = "--steps", description = "Training steps on synthetic feeds (default 5 "
+      + "when --epochs is not given).")
+  Integer steps;
 
-  @Option(names = "--epochs", description = "Not available yet (the training loop with "
-      + "datasets comes with the trainer); use --steps.")
+  @Option(names = "--epochs", description = "Epochs of the trainer over --data.")
   Integer epochs;
 
   @Option(names = "--data", defaultValue = "synthetic",
-      description = "synthetic (default). fashion-mnist arrives with the trainer.")
+      description = "synthetic (default) or fashion-mnist (with --epochs).")
   String data;
+
+  @Option(names = "--data-dir", paramLabel = "DIR", description = "Fashion-MNIST IDX files "
+      + "(default /usr/share/datasets/fashion-mnist, Debian's dataset-fashion-mnist).")
+  Path dataDir;
+
+  @Option(names = "--synthetic-size", defaultValue = "2000",
+      description = "Training samples of the synthetic data set (default ${DEFAULT-VALUE}).")
+  int syntheticSize;
+
+  @Option(names = "--checkpoint-dir", paramLabel = "DIR",
+      description = "Save checkpoints here during training.")
+  Path checkpointDir;
+
+  @Option(names = "--checkpoint-backend", paramLabel = "NAME", defaultValue = "files",
+      description = "Checkpoint backend: files (default), tf, log, or a plugin's name.")
+  String checkpointBackend;
+
+  @Option(names = "--checkpoint-every", paramLabel = "N", defaultValue = "1",
+      description = "Checkpoint every N epochs (or batches with --checkpoint-unit batches).")
+  int checkpointEvery;
+
+  @Option(names = "--checkpoint-unit", defaultValue = "epochs",
+      description = "epochs (default) or batches.")
+  String checkpointUnit;
+
+  @Option(names = "--resume", description = "Resume from the newest complete checkpoint in "
+      + "--checkpoint-dir; --epochs counts the whole run.")
+  boolean resume;
 
   @Option(names = "--report", paramLabel = "FILE.json", description = "Write the report here.")
   Path report;
 
-  @Option(names = "--data-dir", paramLabel = "DIR", description = "Not available yet (comes "
-      + "with the trainer and Fashion-MNIST).")
-  Path dataDir;
-
-  @Option(names = "--checkpoint-dir", paramLabel = "DIR",
-      description = "Not available yet (checkpoint backends come with the trainer).")
-  Path checkpointDir;
-
-  @Option(names = "--checkpoint-backend", paramLabel = "NAME", description = "Not available yet.")
-  String checkpointBackend;
-
-  @Option(names = "--checkpoint-every", paramLabel = "N", description = "Not available yet.")
-  Integer checkpointEvery;
-
-  @Option(names = "--resume", description = "Not available yet.")
-  boolean resume;
+  @Option(names = "--in-worker", hidden = true) boolean inWorker;
 
   @Mixin PlotOption plot;
 
@@ -56,28 +79,87 @@ final class TrainCommand implements Callable<Integer> {
     if (modelArgs.model == null) {
       throw new IllegalArgumentException("train needs --model NAME (see 'lms4j models')");
     }
-    if (!"synthetic".equals(data)) {
-      throw new IllegalArgumentException("--data " + data + " is not available in this version; "
-          + "use --data synthetic");
-    }
-    if (dataDir != null || checkpointDir != null || checkpointBackend != null
-        || checkpointEvery != null || resume) {
-      throw new IllegalArgumentException("--data-dir, --checkpoint-* and --resume are not "
-          + "available in this version of lms4j (they come with the trainer and checkpoint "
-          + "backends)");
+    if (!data.equals("synthetic") && !data.equals("fashion-mnist")) {
+      throw new IllegalArgumentException("--data must be synthetic or fashion-mnist, not '"
+          + data + "'");
     }
     plot.check();
-    if (epochs != null) {
-      throw new IllegalArgumentException("--epochs is not available in this version; use --steps");
+    boolean trainer = epochs != null || data.equals("fashion-mnist") || checkpointDir != null
+        || resume;
+    if (!trainer) {
+      int n = steps == null ? 5 : steps;
+      if (n < 1) {
+        throw new IllegalArgumentException("--steps must be >= 1");
+      }
+      Reports.checkWritable(report);
+      TrainingGraph tg = modelArgs.build();
+      Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, n,
+          new java.io.PrintStream(System.out, true));
+      Reports.write(o.report(), report);
+      return o.exitCode();
     }
-    if (steps < 1) {
-      throw new IllegalArgumentException("--steps must be >= 1");
+    if (steps != null) {
+      throw new IllegalArgumentException("give either --steps (synthetic feeds) or --epochs "
+          + "(the trainer over --data), not both");
+    }
+    int e = epochs == null ? 1 : epochs;
+    if (e < 1) {
+      throw new IllegalArgumentException("--epochs must be >= 1");
+    }
+    if (resume && checkpointDir == null) {
+      throw new IllegalArgumentException("--resume needs --checkpoint-dir");
+    }
+    if (checkpointDir != null) {
+      CheckpointBackends.findOrThrow(checkpointBackend);
+      if (checkpointEvery < 1) {
+        throw new IllegalArgumentException("--checkpoint-every must be >= 1");
+      }
+      if (!checkpointUnit.equals("epochs") && !checkpointUnit.equals("batches")) {
+        throw new IllegalArgumentException("--checkpoint-unit must be epochs or batches");
+      }
+    }
+    if (syntheticSize < 1) {
+      throw new IllegalArgumentException("--synthetic-size must be >= 1");
     }
     Reports.checkWritable(report);
     TrainingGraph tg = modelArgs.build();
-    Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, steps,
-        new java.io.PrintStream(System.out, true));
-    Reports.write(o.report(), report);
-    return o.exitCode();
+    lms.validate((int) tg.manifest().batchSize());
+    TrainerRun.Data d = TrainerRun.data(data, dataDir, tg, syntheticSize);
+    if (!inWorker) {
+      return supervise(tg);
+    }
+    Report r = new Report(modelArgs.model, tg.manifest().batchSize(), lms.budgetBytes(),
+        lms.mode().cli());
+    int code = TrainerRun.run(modelArgs.model, tg, d, lms, e, checkpointDir == null ? null
+        : checkpointBackend, checkpointDir, checkpointEvery, checkpointUnit.equals("epochs"),
+        resume, r, System.out);
+    Reports.write(r, report);
+    return code;
+  }
+
+  /** Runs this same command in a budgeted worker JVM and relays its output. */
+  private int supervise(TrainingGraph tg) throws Exception {
+    List<String> args = new ArrayList<>(Arrays.asList(spec.commandLine().getParseResult()
+        .originalArgs().toArray(String[]::new)));
+    args.add("--in-worker");
+    long budget = lms.budgetBytes();
+    long mib = budget > 0 ? Math.max(1, budget >> 20) : BudgetedRunner.UNBUDGETED_MIB;
+    WorkerProcess.Outcome w = WorkerProcess.run(Main.class.getName(), args, mib,
+        Duration.ofHours(12), ev -> { }, System.out::println);
+    if (w.exitCode() == 0 && w.message() == null) {
+      return 0;
+    }
+    if (w.exitCode() == Main.BAD_INPUT || w.exitCode() == Main.FAILED) {
+      return w.exitCode();
+    }
+    String why = w.oom() ? "OOM under a budget of " + mib + " MiB: " + w.message()
+        : w.message();
+    System.out.println("The run failed: " + why);
+    if (report != null) {
+      Report r = new Report(modelArgs.model, tg.manifest().batchSize(), budget, lms.mode().cli());
+      r.error(why);
+      Reports.write(r, report);
+    }
+    return Main.FAILED;
   }
 }

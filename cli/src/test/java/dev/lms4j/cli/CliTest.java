@@ -163,9 +163,51 @@ class CliTest {
     assertThat(run("analyze", "--model", "mlp", "--budget", "1GiB", "--plot", "p.svg"))
         .isEqualTo(2);
     assertThat(err).contains("--plot is not available");
-    assertThat(run("train", "--model", "mlp", "--budget", "1GiB", "--checkpoint-dir",
-        dir.toString())).isEqualTo(2);
-    assertThat(err).contains("not available in this version");
+  }
+
+  @Test
+  void trainerModeCheckpointsAndResumes() throws Exception {
+    Path ckpt = dir.resolve("ckpt");
+    Path report = dir.resolve("t.json");
+    String[] common = {"train", "--model", "lenet", "--batch", "50", "-o", "width=8", "-o",
+        "dense=64", "--synthetic-size", "400", "--lms", "off", "--checkpoint-dir",
+        ckpt.toString()};
+    // 2 epochs, checkpointed after each, in a worker JVM
+    assertThat(run(concat(common, "--epochs", "2", "--report", report.toString())))
+        .isEqualTo(0);
+    assertThat(out).contains("epoch 2/2").contains("Test (synthetic, 80 samples)");
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    double epoch2 = r.get("measured").get("steps").get(1).get("loss").asDouble();
+    assertThat(r.get("measured").get("test_accuracy").asDouble()).isBetween(0.0, 1.0);
+    // resumed to 3 epochs in all: only epoch 3 runs
+    Path report2 = dir.resolve("t2.json");
+    assertThat(run(concat(common, "--epochs", "3", "--resume", "--report",
+        report2.toString()))).isEqualTo(0);
+    JsonNode r2 = new ObjectMapper().readTree(report2.toFile());
+    assertThat(r2.get("measured").get("steps")).hasSize(1);
+    assertThat(r2.get("measured").get("steps").get(0).get("step").asInt()).isEqualTo(3);
+    // and a straight 3-epoch run gives the same epoch losses as 2 + resumed 1
+    Path report3 = dir.resolve("t3.json");
+    assertThat(run("train", "--model", "lenet", "--batch", "50", "-o", "width=8", "-o",
+        "dense=64", "--synthetic-size", "400", "--lms", "off", "--epochs", "3", "--report",
+        report3.toString())).isEqualTo(0);
+    JsonNode r3 = new ObjectMapper().readTree(report3.toFile());
+    assertThat(r3.get("measured").get("steps").get(1).get("loss").asDouble()).isEqualTo(epoch2);
+    assertThat(r3.get("measured").get("steps").get(2).get("loss").asDouble())
+        .isEqualTo(r2.get("measured").get("steps").get(0).get("loss").asDouble());
+    // bad checkpoint backend name: bad input
+    assertThat(run(concat(common, "--epochs", "1", "--checkpoint-backend", "nope")))
+        .isEqualTo(2);
+    assertThat(err).contains("nope");
+    assertThat(run("train", "--model", "lenet", "--epochs", "1", "--data", "fashion-mnist",
+        "--data-dir", dir.resolve("nowhere").toString())).isEqualTo(2);
+    assertThat(err).contains("Fashion-MNIST is not in");
+  }
+
+  private static String[] concat(String[] a, String... b) {
+    String[] r = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, r, a.length, b.length);
+    return r;
   }
 
   @Test

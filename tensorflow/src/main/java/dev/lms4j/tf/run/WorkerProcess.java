@@ -60,6 +60,16 @@ public final class WorkerProcess {
    */
   public static Outcome run(String mainClass, List<String> args, long budgetMib,
       Duration timeout, Consumer<JsonNode> onEvent) throws IOException {
+    return run(mainClass, args, budgetMib, timeout, onEvent, line -> LOG.debug("worker: {}", line));
+  }
+
+  /**
+   * As {@link #run(String, List, long, Duration, Consumer)}, passing every other stdout line to
+   * {@code onOutput} (e.g. to show the worker's own output to the user).
+   */
+  public static Outcome run(String mainClass, List<String> args, long budgetMib,
+      Duration timeout, Consumer<JsonNode> onEvent, Consumer<String> onOutput)
+      throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC", "-cp",
         System.getProperty("java.class.path"), mainClass));
@@ -82,7 +92,7 @@ public final class WorkerProcess {
           if (line.startsWith(PREFIX)) {
             onEvent.accept(json.readTree(line.substring(PREFIX.length())));
           } else {
-            LOG.debug("worker: {}", line);
+            onOutput.accept(line);
           }
         }
       } catch (IOException e) {

@@ -1,0 +1,148 @@
+package dev.lms4j.cli;
+
+import dev.lms4j.checkpoint.CheckpointBackend;
+import dev.lms4j.checkpoint.CheckpointBackends;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.report.Report;
+import dev.lms4j.core.report.Sizes;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.train.Callback;
+import dev.lms4j.train.CheckpointCallback;
+import dev.lms4j.train.Logs;
+import dev.lms4j.train.ProgressCallback;
+import dev.lms4j.train.Trainer;
+import dev.lms4j.train.data.Dataset;
+import dev.lms4j.train.data.FashionMnist;
+import dev.lms4j.train.data.SyntheticDataset;
+import java.io.PrintStream;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import org.tensorflow.proto.GraphDef;
+
+/**
+ * {@code lms4j train} with epochs over a data set: the trainer with its callbacks (LMS,
+ * progress, checkpoints), then evaluation on the test split. Runs inside the budgeted worker.
+ */
+final class TrainerRun {
+  private TrainerRun() {}
+
+  /** Where the data comes from. */
+  record Data(Dataset train, Dataset test, String name) {}
+
+  /** Loads the data; bad input throws IllegalArgumentException. */
+  static Data data(String data, Path dataDir, TrainingGraph tg, int syntheticSize)
+      throws java.io.IOException {
+    if (data.equals("fashion-mnist")) {
+      Path dir = dataDir != null ? dataDir : FashionMnist.DEFAULT_DIR;
+      if (!FashionMnist.available(dir)) {
+        throw new IllegalArgumentException("Fashion-MNIST is not in " + dir + " (apt-get install "
+            + "dataset-fashion-mnist, or give --data-dir)");
+      }
+      return new Data(FashionMnist.train(dir), FashionMnist.test(dir), "fashion-mnist");
+    }
+    Dataset all = SyntheticDataset.forManifest(tg.manifest(), syntheticSize + syntheticSize / 5,
+        42);
+    return new Data(all.slice(0, syntheticSize), all.slice(syntheticSize, all.size()),
+        "synthetic");
+  }
+
+  /**
+   * Trains and evaluates, filling the report; returns the exit code.
+   *
+   * @param ckptBackend checkpoint backend name, or null for none
+   */
+  static int run(String name, TrainingGraph tg, Data data, LmsOptions o, int epochs,
+      String ckptBackend, Path ckptDir, int ckptEvery, boolean perEpoch, boolean resume,
+      Report report, PrintStream out) throws Exception {
+    LmsMode mode = o.mode();
+    long budget = o.budgetBytes();
+    List<Callback> callbacks = new ArrayList<>();
+    LmsResult[] lms = {null};
+    if (mode != LmsMode.OFF) {
+      Lms.Builder b = Lms.builder().params(o.params((int) tg.manifest().batchSize()))
+          .memRatio(o.memRatio).strategy(switch (mode) {
+            case REMAT -> Lms.Strategy.RECOMPUTE;
+            case AUTO -> budget > 0 ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
+            default -> Lms.Strategy.SWAP;
+          });
+      if (budget > 0) {
+        b.budget(budget);
+      }
+      Lms l = b.build();
+      callbacks.add(new Callback() {
+        @Override
+        public GraphDef beforeSession(GraphDef g, dev.lms4j.tf.Manifest m) {
+          lms[0] = l.rewrite(new TrainingGraph(g, m));
+          return lms[0].graphDef();
+        }
+      });
+    }
+    callbacks.add(new ProgressCallback(out, false));
+    CheckpointBackend backend = null;
+    CheckpointCallback ckpt = null;
+    if (ckptBackend != null) {
+      backend = CheckpointBackends.open(ckptBackend, "dir=" + ckptDir.toAbsolutePath());
+      CheckpointCallback.Builder cb = CheckpointCallback.builder(backend).resume(resume);
+      ckpt = (perEpoch ? cb.everyEpochs(ckptEvery) : cb.everyBatches(ckptEvery)).build();
+      callbacks.add(ckpt);
+    }
+    try (Trainer t = new Trainer(tg)) {
+      int todo = epochs;
+      if (ckpt != null && resume) {
+        todo = epochs - ckpt.latestEpoch();
+        if (todo <= 0) {
+          out.printf("Already trained %d epochs (checkpoint in %s); nothing to do.%n",
+              ckpt.latestEpoch(), ckptDir);
+          return 0;
+        }
+      }
+      List<Logs> history;
+      try {
+        history = t.fit(data.train(), todo, callbacks.toArray(Callback[]::new));
+      } catch (PlanningException e) {
+        report.error(e.getMessage());
+        out.println("Does not fit: " + e.getMessage());
+        return Main.FAILED;
+      }
+      Logs test = t.evaluate(data.test());
+      if (lms[0] != null) {
+        var p = lms[0].plan();
+        report.plan(p.swapOuts().size(), p.swapInCount(), p.swapOutBytes(),
+            lms[0].recompute().clonedOps(), lms[0].recompute().groups().stream()
+                .mapToLong(g -> g.bytes()).sum(), lms[0].planningMs(), null);
+        report.predicted(lms[0].predictedPeakBefore(), lms[0].predictedPeakAfter());
+        report.graph(lms[0].stats().ops(), lms[0].stats().tensors(),
+            lms[0].stats().parameterBytes());
+      }
+      int first = t.epochsCompleted() - history.size() + 1;
+      int[] no = new int[history.size()];
+      double[] loss = new double[history.size()];
+      double[] ms = new double[history.size()];
+      for (int i = 0; i < history.size(); i++) {
+        no[i] = first + i;
+        loss[i] = history.get(i).loss();
+        ms[i] = history.get(i).samples() / history.get(i).samplesPerSecond() * 1000;
+      }
+      report.measured(true, -1, "not measured in trainer mode (no traced step)", Double.NaN, no,
+          loss, ms);
+      report.json().with("measured").put("test_accuracy", test.metric("accuracy"))
+          .put("test_loss", test.loss()).put("epochs", t.epochsCompleted())
+          .put("data", data.name());
+      out.printf(Locale.ROOT, "Test (%s, %d samples): loss %.4f, accuracy %.2f%%%s%n",
+          data.name(), data.test().size(), test.loss(), 100 * test.metric("accuracy"),
+          budget > 0 ? " (budget " + Sizes.mib(budget) + ")" : "");
+      return 0;
+    } finally {
+      if (ckpt != null) {
+        ckpt.close();
+      }
+      if (backend != null) {
+        backend.close();
+      }
+    }
+  }
+}

@@ -1,0 +1,177 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.schedule.ScheduleEdges;
+import dev.lms4j.core.schedule.Schedulers;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+
+/**
+ * Makes TensorFlow run a memory-minimising schedule: adds the control edges
+ * {@link ScheduleEdges} chose to a GraphDef, as {@code ^from} inputs of the waiting op.
+ *
+ * <pre>{@code
+ * DataflowGraph model = GraphImporter.importGraph(gd, feedShapes, -1, "gradients",
+ *     Set.of("loss", "train_op"));
+ * ScheduleRewriter.Result r = ScheduleRewriter.schedule(gd, model);
+ * try (Graph g = new Graph()) {
+ *   g.importGraphDef(r.graphDef());
+ *   try (Session s = new Session(g, SessionConfigs.lms())) { ... }
+ * }
+ * }</pre>
+ *
+ * Run the result with {@link SessionConfigs#lms()}: grappler's dependency optimizer would remove
+ * control edges it finds redundant, and the edges assume TensorFlow's single-threaded executor
+ * ({@code inter_op_parallelism_threads = -1}) unless they were made with
+ * {@link ScheduleEdges.Mode#STRICT}. The rewrite is pure: the input GraphDef is not changed.
+ */
+public final class ScheduleRewriter {
+  private static final Logger LOG = LoggerFactory.getLogger(ScheduleRewriter.class);
+
+  private ScheduleRewriter() {}
+
+  /**
+   * The outcome of {@link #schedule}.
+   *
+   * @param graphDef the GraphDef with the control edges
+   * @param choice   the schedule chosen and every scheduler's simulated peak
+   * @param edges    the control edges added
+   */
+  public record Result(GraphDef graphDef, Schedulers.Choice choice,
+      List<ScheduleEdges.Edge> edges) {
+    /** Copies the list. */
+    public Result {
+      Objects.requireNonNull(graphDef);
+      Objects.requireNonNull(choice);
+      edges = List.copyOf(edges);
+    }
+  }
+
+  /**
+   * Picks the schedule with the lowest simulated peak for {@code model} ({@link
+   * Schedulers#best}) and adds the {@link ScheduleEdges.Mode#LEVELLED} edges that enforce it.
+   * When the levelled schedule is best, the GraphDef is returned unchanged.
+   *
+   * @param gd    the graph
+   * @param model its graph model ({@link GraphImporter}), usually restricted to the ops a step runs
+   */
+  public static Result schedule(GraphDef gd, DataflowGraph model) {
+    Schedulers.Choice c = Schedulers.best(model);
+    List<ScheduleEdges.Edge> edges = ScheduleEdges.of(model, c.order());
+    LOG.info("[LMS][0] Schedule: {} (simulated peak {} MiB, levelled {} MiB), {} control edges",
+        c.kind(), mib(c.peakBytes()), mib(c.peaks().get(Schedulers.Kind.LEVELS)), edges.size());
+    return new Result(rewrite(gd, edges), c, edges);
+  }
+
+  /**
+   * Adds each edge as a control input {@code ^from} of {@code to}. An edge is skipped when
+   * {@code to} already reads {@code from} (data or control input).
+   *
+   * @throws IllegalArgumentException when an edge names an op the GraphDef does not have, or the
+   *                                  edges close a cycle
+   */
+  public static GraphDef rewrite(GraphDef gd, List<ScheduleEdges.Edge> edges) {
+    if (edges.isEmpty()) {
+      return gd;
+    }
+    Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      nodes.put(n.getName(), n.toBuilder());
+    }
+    int added = 0;
+    for (ScheduleEdges.Edge e : edges) {
+      NodeDef.Builder to = nodes.get(e.to());
+      if (to == null || !nodes.containsKey(e.from())) {
+        throw new IllegalArgumentException("control edge " + e.from() + " -> " + e.to()
+            + " names an op the graph does not have: "
+            + (to == null ? e.to() : e.from()));
+      }
+      boolean present = false;
+      for (String in : to.getInputList()) {
+        present |= GraphImporter.opName(in).equals(e.from());
+      }
+      if (!present) {
+        to.addInput("^" + e.from());
+        added++;
+      }
+    }
+    GraphDef.Builder out = gd.toBuilder().clearNode();
+    nodes.values().forEach(out::addNode);
+    GraphDef result = out.build();
+    checkAcyclic(result);
+    LOG.debug("added {} of {} control edges", added, edges.size());
+    return result;
+  }
+
+  /**
+   * Kahn's algorithm over the node names (a loop's {@code NextIteration -> Merge} back edge
+   * does not count); names a few ops on a cycle when there is one.
+   */
+  private static void checkAcyclic(GraphDef gd) {
+    Map<String, Integer> id = new HashMap<>();
+    Set<String> backEdgeSources = new HashSet<>();
+    for (NodeDef n : gd.getNodeList()) {
+      id.put(n.getName(), id.size());
+      if (n.getOp().endsWith("NextIteration")) {
+        backEdgeSources.add(n.getName());
+      }
+    }
+    int n = id.size();
+    int[] indeg = new int[n];
+    List<List<Integer>> succ = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      succ.add(new ArrayList<>());
+    }
+    for (NodeDef nd : gd.getNodeList()) {
+      int v = id.get(nd.getName());
+      for (String in : nd.getInputList()) {
+        String src = GraphImporter.opName(in);
+        Integer p = id.get(src);
+        if (p != null && !backEdgeSources.contains(src)) {
+          succ.get(p).add(v);
+          indeg[v]++;
+        }
+      }
+    }
+    ArrayDeque<Integer> ready = new ArrayDeque<>();
+    for (int v = 0; v < n; v++) {
+      if (indeg[v] == 0) {
+        ready.add(v);
+      }
+    }
+    int seen = 0;
+    while (!ready.isEmpty()) {
+      int v = ready.poll();
+      seen++;
+      for (int s : succ.get(v)) {
+        if (--indeg[s] == 0) {
+          ready.add(s);
+        }
+      }
+    }
+    if (seen != n) {
+      List<String> stuck = new ArrayList<>();
+      for (NodeDef nd : gd.getNodeList()) {
+        if (indeg[id.get(nd.getName())] > 0 && stuck.size() < 5) {
+          stuck.add(nd.getName());
+        }
+      }
+      throw new IllegalArgumentException("the control edges close a cycle through " + stuck);
+    }
+  }
+
+  private static String mib(long bytes) {
+    return String.format("%.1f", bytes / 1048576.0);
+  }
+}
