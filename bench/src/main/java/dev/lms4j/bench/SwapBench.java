@@ -45,7 +45,7 @@ public final class SwapBench {
   /** The configuration of a suite ({@code quick} or {@code full}). */
   static Config config(String suite) {
     return switch (suite) {
-      case "quick" -> new Config("quick", "resnet", 32, Map.of("blocks", "6"), 3, 4);
+      case "quick" -> new Config("quick", "resnet", 32, Map.of("blocks", "6"), 6, 4);
       case "full" -> new Config("full", "resnet", 64, Map.of("blocks", "6"), 5, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + suite
           + "' (expected quick or full)");
@@ -106,10 +106,17 @@ public final class SwapBench {
           .put("unbudgeted_measured_peak_bytes", free.peakBytes());
       try {
         LmsResult lr = Lms.builder().budget(half).strategy(method).build().rewrite(tg);
-        RunResult r = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-            BudgetedRunner.Options.of(half, c.steps()));
-        // unbudgeted again, right beside it, so both step times come from the same minute
-        RunResult free2 = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+        // LMS and unbudgeted runs alternate, twice, and the faster median of each counts: both
+        // see the same minutes of this shared machine
+        TrainingGraph rewritten = new TrainingGraph(lr.graphDef(), tg.manifest());
+        RunResult r = null;
+        RunResult free2 = null;
+        for (int rep = 0; rep < 2; rep++) {
+          RunResult a = BudgetedRunner.run(rewritten, BudgetedRunner.Options.of(half, c.steps()));
+          RunResult b = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+          r = r == null || (a.fits() && a.medianMs() < r.medianMs()) ? a : r;
+          free2 = free2 == null || b.medianMs() < free2.medianMs() ? b : free2;
+        }
         row.put("fits_at_half", r.fits())
             .put("unbudgeted_ms_per_step", free2.medianMs())
             .put("predicted_peak_bytes", lr.predictedPeakAfter())
