@@ -216,6 +216,32 @@ public final class DataflowGraph {
     return b;
   }
 
+  /**
+   * Ops TensorFlow's constant folding turns into constants: constants, shape-only ops, and ops
+   * computed from those only. Swapping or ordering them is pointless: grappler folds them away.
+   * Indexed by op id.
+   */
+  public boolean[] constantFoldable() {
+    boolean[] f = new boolean[ops.size()];
+    for (int v : topoOrder) {
+      Op op = ops.get(v);
+      if (OpTypes.CONSTANTS.contains(op.type()) || OpTypes.SHAPE_ONLY.contains(op.type())) {
+        f[v] = true;
+        continue;
+      }
+      if (op.inputs().isEmpty() || OpTypes.isRandomOrStateful(op.type())
+          || OpTypes.isResident(op.type()) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
+        continue;
+      }
+      boolean all = true;
+      for (TensorId in : op.inputs()) {
+        all &= f[in.op()];
+      }
+      f[v] = all;
+    }
+    return f;
+  }
+
   /** True when the graph holds ops inserted by lms4j (name prefix {@link OpTypes#LMS_PREFIX}). */
   public boolean isRewritten() {
     for (Op op : ops) {

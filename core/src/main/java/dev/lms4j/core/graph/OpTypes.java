@@ -29,6 +29,11 @@ public final class OpTypes {
   /** Name prefix of every op lms4j inserts; a graph holding such ops was already rewritten. */
   public static final String LMS_PREFIX = "lms4j/";
 
+  /** True for op types whose outputs are resident for a whole step (constants, feeds, variables). */
+  public static boolean isResident(String type) {
+    return CONSTANTS.contains(type) || FEEDS.contains(type) || VARIABLES.contains(type);
+  }
+
   /** True for random or stateful op types (never recomputed, never duplicated). */
   public static boolean isRandomOrStateful(String type) {
     return type.startsWith("Random") || type.startsWith("Stateful") || type.contains("Truncated")

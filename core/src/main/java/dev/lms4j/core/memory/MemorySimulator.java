@@ -108,7 +108,6 @@ public final class MemorySimulator {
 
   /** True when an op's outputs stay resident for the whole step (constants, feeds, variables). */
   public static boolean isPinned(Op op) {
-    return OpTypes.CONSTANTS.contains(op.type()) || OpTypes.FEEDS.contains(op.type())
-        || OpTypes.VARIABLES.contains(op.type());
+    return OpTypes.isResident(op.type());
   }
 }

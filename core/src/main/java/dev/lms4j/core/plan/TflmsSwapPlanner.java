@@ -154,7 +154,7 @@ public final class TflmsSwapPlanner {
       graph = serial.isEmpty() ? base : PlanApplier.apply(base, new SwapPlan(p, List.of(), serial));
       levels = Levels.of(graph);
       finder = new TriggerFinder(graph, levels);
-      foldable = TflmsSwapPlanner.foldable(graph);
+      foldable = graph.constantFoldable();
     }
 
     static Prepared of(DataflowGraph g, List<SwapPlan.ControlEdge> serial, SwapParams p) {
@@ -166,31 +166,6 @@ public final class TflmsSwapPlanner {
       LAST.set(fresh);
       return fresh;
     }
-  }
-
-  /**
-   * Ops TensorFlow's constant folding turns into constants: computed from constants and static
-   * shapes only. Swapping their outputs is useless, and grappler folds the swap ops away.
-   */
-  static boolean[] foldable(DataflowGraph g) {
-    boolean[] f = new boolean[g.size()];
-    for (int v : g.topologicalOrder()) {
-      Op op = g.op(v);
-      if (OpTypes.CONSTANTS.contains(op.type()) || OpTypes.SHAPE_ONLY.contains(op.type())) {
-        f[v] = true;
-        continue;
-      }
-      if (op.inputs().isEmpty() || OpTypes.isRandomOrStateful(op.type())
-          || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
-        continue;
-      }
-      boolean all = true;
-      for (TensorId in : op.inputs()) {
-        all &= f[in.op()];
-      }
-      f[v] = all;
-    }
-    return f;
   }
 
   /** True when outputs of this op may be swapped under {@code p}'s filters. */

@@ -60,7 +60,7 @@ final class ScheduleGraph {
         }
       }
     }
-    foldable = foldable(g);
+    foldable = g.constantFoldable();
     hazardPreds = hazards(g, levelRank);
     preds = new int[n][];
     int[] succCount = new int[n];
@@ -200,31 +200,6 @@ final class ScheduleGraph {
           .toArray();
     }
     return out;
-  }
-
-  /**
-   * Ops TensorFlow's constant folding turns into constants: constants, shape-only ops, and ops
-   * computed from them only (as the TFLMS planner decides it).
-   */
-  private static boolean[] foldable(DataflowGraph g) {
-    boolean[] f = new boolean[g.size()];
-    for (int v : g.topologicalOrder()) {
-      Op op = g.op(v);
-      if (OpTypes.CONSTANTS.contains(op.type()) || OpTypes.SHAPE_ONLY.contains(op.type())) {
-        f[v] = true;
-        continue;
-      }
-      if (op.inputs().isEmpty() || OpTypes.isRandomOrStateful(op.type())
-          || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
-        continue;
-      }
-      boolean all = true;
-      for (TensorId in : op.inputs()) {
-        all &= f[in.op()];
-      }
-      f[v] = all;
-    }
-    return f;
   }
 
   /** A growable int stack. */
