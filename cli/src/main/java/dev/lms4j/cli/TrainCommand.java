@@ -150,6 +150,8 @@ final class TrainCommand implements Callable<Integer> {
       return 0;
     }
     if (w.exitCode() == Main.BAD_INPUT || w.exitCode() == Main.FAILED) {
+      // the worker's own message went to its stderr: show its last lines
+      System.err.println("lms4j: the training worker stopped: " + w.message());
       return w.exitCode();
     }
     String why = w.oom() ? "OOM under a budget of " + mib + " MiB: " + w.message()
