@@ -78,9 +78,13 @@ public final class SwapBench {
     out.printf("smallest budget without LMS: %d MiB%n", noLms);
     long half = (noLms << 20) / 2;
     for (Lms.Strategy method : List.of(Lms.Strategy.SWAP, Lms.Strategy.RECOMPUTE,
-        Lms.Strategy.AUTO)) {
-      String name = method == Lms.Strategy.SWAP ? "tflms" : method == Lms.Strategy.RECOMPUTE
-          ? "remat" : "auto";
+        Lms.Strategy.AUTO, Lms.Strategy.SQRT)) {
+      String name = switch (method) {
+        case SWAP -> "tflms";
+        case RECOMPUTE -> "remat";
+        case AUTO -> "auto";
+        case SQRT -> "sqrt";
+      };
       long withLms = Bisection.smallest(16, noLms, c.resolutionMib(), mib -> {
         LmsResult lr;
         try {

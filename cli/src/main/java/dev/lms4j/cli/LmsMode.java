@@ -4,14 +4,14 @@ import java.util.Locale;
 
 /** The {@code --lms} choices. */
 enum LmsMode {
-  OFF, TFLMS, SWAP, REMAT, AUTO;
+  OFF, TFLMS, SWAP, REMAT, AUTO, SQRT;
 
   static LmsMode parse(String s) {
     try {
       return valueOf(s.toUpperCase(Locale.ROOT));
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("unknown --lms mode '" + s
-          + "' (expected off, tflms, swap, remat or auto)");
+          + "' (expected off, tflms, swap, remat, auto or sqrt)");
     }
   }
 

@@ -16,10 +16,11 @@ final class LmsOptions {
   String budget;
 
   @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
-      description = "off | tflms | swap | remat | auto (default: ${DEFAULT-VALUE}). tflms and "
+      description = "off | tflms | swap | remat | auto | sqrt (default: ${DEFAULT-VALUE}). tflms and "
           + "swap use the TFLMS swap planner (auto-tuned unless parameters are given); remat "
           + "recomputes cheap forward ops in the backward pass (grappler-style groups chosen to "
-          + "fit the budget); auto recomputes first and swaps what still does not fit.")
+          + "fit the budget); auto recomputes first and swaps what still does not fit; sqrt is "
+          + "Chen et al.'s sqrt(n) checkpointing (a baseline).")
   String lms;
 
   @Option(names = "--swapout-threshold", defaultValue = "-1",

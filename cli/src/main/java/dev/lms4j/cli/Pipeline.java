@@ -45,7 +45,8 @@ final class Pipeline {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     SwapParams params = o.params(batch);
-    if (mode != LmsMode.OFF && mode != LmsMode.REMAT && budget <= 0 && params.autoTune()) {
+    if ((mode == LmsMode.TFLMS || mode == LmsMode.SWAP || mode == LmsMode.AUTO) && budget <= 0
+        && params.autoTune()) {
       throw new IllegalArgumentException("--lms " + mode.cli() + " needs --budget (or the "
           + "parameters --swapout-threshold, --swapin-ahead and --swapin-groupby)");
     }
@@ -86,7 +87,8 @@ final class Pipeline {
       report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(),
           rp.clonedOps(), rp.groups().stream().mapToLong(g -> g.bytes()).sum(),
           lms.planningMs(), mode == LmsMode.OFF ? null
-              : mode == LmsMode.REMAT ? rematJson(lms) : paramsJson(lms, lms.rewritten()));
+              : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode)
+              : paramsJson(lms, lms.rewritten()));
       report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
@@ -178,14 +180,16 @@ final class Pipeline {
   private static Lms.Strategy strategy(LmsMode mode, SwapParams params) {
     return switch (mode) {
       case REMAT -> Lms.Strategy.RECOMPUTE;
+      case SQRT -> Lms.Strategy.SQRT;
       case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
       default -> Lms.Strategy.SWAP;
     };
   }
 
-  private static ObjectNode rematJson(LmsResult lms) {
+  private static ObjectNode rematJson(LmsResult lms, LmsMode mode) {
     ObjectNode n = new ObjectMapper().createObjectNode();
-    n.put("planner", "grappler-recompute").put("lms_needed", lms.rewritten())
+    n.put("planner", mode == LmsMode.SQRT ? "sqrt-checkpoint" : "grappler-recompute")
+        .put("lms_needed", lms.rewritten())
         .put("groups", lms.recompute().groups().size());
     return n;
   }

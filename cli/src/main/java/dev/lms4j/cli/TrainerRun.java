@@ -66,6 +66,7 @@ final class TrainerRun {
       Lms.Builder b = Lms.builder().params(o.params((int) tg.manifest().batchSize()))
           .memRatio(o.memRatio).strategy(switch (mode) {
             case REMAT -> Lms.Strategy.RECOMPUTE;
+            case SQRT -> Lms.Strategy.SQRT;
             case AUTO -> budget > 0 ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
             default -> Lms.Strategy.SWAP;
           });

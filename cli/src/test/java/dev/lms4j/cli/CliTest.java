@@ -134,6 +134,22 @@ class CliTest {
   }
 
   @Test
+  void sqrtAndRematModesReportWhatTheyRecompute() throws Exception {
+    for (String mode : new String[] {"sqrt", "remat"}) {
+      Path report = dir.resolve(mode + ".json");
+      assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", mode, "--budget",
+          "150MiB", "--report", report.toString())).isEqualTo(0);
+      JsonNode r = new ObjectMapper().readTree(report.toFile());
+      assertThat(r.get("plan").get("recomputed_ops").asInt()).as(mode).isPositive();
+      assertThat(r.get("plan").get("swap_outs").asInt()).isZero();
+      assertThat(r.get("plan").get("parameters").get("planner").asText())
+          .isEqualTo(mode.equals("sqrt") ? "sqrt-checkpoint" : "grappler-recompute");
+      assertThat(r.get("predicted_peak_bytes").get("after").asLong())
+          .isLessThan(r.get("predicted_peak_bytes").get("before").asLong());
+    }
+  }
+
+  @Test
   void rewriteWritesARewrittenGraphThatRuns() throws Exception {
     Path out = dir.resolve("out.pb");
     assertThat(run("rewrite", "--graph", pb.toString(), "--manifest", manifest.toString(),

@@ -7,6 +7,7 @@ import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.RecomputePlanner;
+import dev.lms4j.core.plan.SqrtCheckpointPlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
@@ -66,7 +67,13 @@ public final class Lms {
      * result, and swapping alone is planned too: the plan the cost model predicts faster wins.
      * Needs a budget.
      */
-    AUTO
+    AUTO,
+    /**
+     * Chen et al.'s sqrt(n) checkpointing, a baseline: about sqrt(n) forward ops are kept, the
+     * rest (convolutions and matmuls included) are recomputed in the backward pass. Ignores the
+     * budget except for the floor check.
+     */
+    SQRT
   }
 
   private Lms(Builder b) {
@@ -182,6 +189,16 @@ public final class Lms {
     }
     if (strategy == Strategy.AUTO) {
       return auto(gd, model, stats, before, t0, trainOp);
+    }
+    if (strategy == Strategy.SQRT) {
+      RecomputePlan plan = SqrtCheckpointPlanner.plan(model);
+      GraphDef out = RecomputeRewriter.rewrite(gd, plan);
+      long after = RecomputePlanner.peak(model, plan);
+      LOG.info("[LMS][0] sqrt(n) checkpointing: recomputing {} operations in {} groups; "
+          + "predicted peak {} MiB -> {} MiB", plan.clonedOps(), plan.groups().size(),
+          mib(before), mib(after));
+      return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
+          !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
     }
     SwapAutoTuner.Result tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
     SwapPlan plan = tuned.plan();
