@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -7,10 +8,8 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.schedule.AddNChains;
 import dev.lms4j.core.schedule.Levels;
 import dev.lms4j.core.schedule.Schedulers;
-import dev.lms4j.tf.run.StepLoop;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -88,16 +87,8 @@ class AddNRewriterTest {
     return GraphImporter.importGraph(gd, Map.of(), -1, "gradients", Set.of("loss", "train_op"));
   }
 
-  private static Map<String, NodeDef> nodes(GraphDef gd) {
-    Map<String, NodeDef> m = new HashMap<>();
-    gd.getNodeList().forEach(n -> m.put(n.getName(), n));
-    return m;
-  }
-
   private List<Double> losses(GraphDef gd) {
-    List<Double> l = new ArrayList<>();
-    StepLoop.run(gd, net.manifest(), SessionConfigs.lms(), 3, 1, r -> l.add(r.loss()));
-    return l;
+    return TfTests.losses(gd, net.manifest());
   }
 
   /** Same losses up to float rounding: relative 1e-6 (adds in another order change last bits). */

@@ -1,11 +1,9 @@
 package dev.lms4j.tf;
 
+import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.plan.RecomputePlan;
-import dev.lms4j.tf.run.StepLoop;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -16,16 +14,8 @@ import org.tensorflow.proto.NodeDef;
 class RecomputeRewriterTest {
   private final TrainingGraph net = TinyNet.build(64, 128, 4);
 
-  private static Map<String, NodeDef> nodes(GraphDef gd) {
-    Map<String, NodeDef> m = new HashMap<>();
-    gd.getNodeList().forEach(n -> m.put(n.getName(), n));
-    return m;
-  }
-
   private List<Double> losses(GraphDef gd) {
-    List<Double> l = new ArrayList<>();
-    StepLoop.run(gd, net.manifest(), SessionConfigs.lms(), 3, 1, r -> l.add(r.loss()));
-    return l;
+    return TfTests.losses(gd, net.manifest());
   }
 
   @Test

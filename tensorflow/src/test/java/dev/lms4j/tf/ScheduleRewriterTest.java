@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -8,10 +9,8 @@ import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.schedule.Levels;
 import dev.lms4j.core.schedule.ScheduleEdges.Edge;
 import dev.lms4j.core.schedule.Schedulers;
-import dev.lms4j.tf.run.StepLoop;
 import dev.lms4j.tf.run.SyntheticFeeds;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -32,16 +31,8 @@ class ScheduleRewriterTest {
         Set.of("loss", "train_op"));
   }
 
-  private static Map<String, NodeDef> nodes(GraphDef gd) {
-    Map<String, NodeDef> m = new HashMap<>();
-    gd.getNodeList().forEach(n -> m.put(n.getName(), n));
-    return m;
-  }
-
   private List<Double> losses(GraphDef gd) {
-    List<Double> l = new ArrayList<>();
-    StepLoop.run(gd, net.manifest(), SessionConfigs.lms(), 3, 1, r -> l.add(r.loss()));
-    return l;
+    return TfTests.losses(gd, net.manifest());
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -9,12 +10,9 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
 import dev.lms4j.core.plan.TflmsSwapPlanner;
-import dev.lms4j.tf.run.StepLoop;
-import dev.lms4j.tf.run.StepRecord;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -32,12 +30,6 @@ import org.tensorflow.proto.RunOptions;
 class SwapRewriterTest {
   private static final int BATCH = 64;
   private final TrainingGraph net = TinyNet.build(BATCH, 128, 6);
-
-  private static Map<String, NodeDef> nodes(GraphDef gd) {
-    Map<String, NodeDef> m = new HashMap<>();
-    gd.getNodeList().forEach(n -> m.put(n.getName(), n));
-    return m;
-  }
 
   private DataflowGraph model() {
     return GraphImporter.importGraph(net.graphDef(), Map.of(), -1, "gradients",
@@ -167,9 +159,7 @@ class SwapRewriterTest {
   }
 
   private List<Double> losses(GraphDef gd) {
-    List<Double> l = new ArrayList<>();
-    StepLoop.run(gd, net.manifest(), SessionConfigs.lms(), 3, 1, (StepRecord r) -> l.add(r.loss()));
-    return l;
+    return TfTests.losses(gd, net.manifest());
   }
 
   /**
