@@ -93,11 +93,7 @@ final class DemoCommand implements Callable<Integer> {
         + "allocator to the malloc heap: the process's resident memory does not drop.)");
     if (report != null) {
       Report r = new Report(modelArgs.model, batch, b, "auto");
-      r.graph(lr.stats().ops(), lr.stats().tensors(), lr.stats().parameterBytes());
-      r.plan(lr.plan().swapOuts().size(), lr.plan().swapInCount(), lr.plan().swapOutBytes(),
-          lr.recompute().clonedOps(), lr.recompute().groups().stream()
-              .mapToLong(g -> g.bytes()).sum(), lr.planningMs(), null);
-      r.predicted(lr.predictedPeakBefore(), lr.predictedPeakAfter());
+      Reports.lms(r, lr, null);
       Pipeline.fill(r, on);
       r.json().putObject("demo").put("no_lms_fits", off.fits())
           .put("unbudgeted_peak_bytes", free.peakBytes())

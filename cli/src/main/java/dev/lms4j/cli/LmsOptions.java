@@ -2,6 +2,7 @@ package dev.lms4j.cli;
 
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.Tier;
+import dev.lms4j.tf.Lms;
 import dev.lms4j.core.report.Sizes;
 import java.nio.file.Path;
 import java.util.List;
@@ -77,6 +78,33 @@ final class LmsOptions {
 
   LmsMode mode() {
     return LmsMode.parse(lms);
+  }
+
+  /**
+   * The Lms strategy of the mode: {@code remat} recomputes, {@code sqrt} is sqrt(n)
+   * checkpointing, {@code auto} recomputes first and swaps the rest unless TFLMS parameters were
+   * given (then it swaps with them), {@code tflms} and {@code swap} swap.
+   */
+  Lms.Strategy strategy(SwapParams params) {
+    return switch (mode()) {
+      case REMAT -> Lms.Strategy.RECOMPUTE;
+      case SQRT -> Lms.Strategy.SQRT;
+      case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
+      default -> Lms.Strategy.SWAP;
+    };
+  }
+
+  /** An Lms for these options and a graph of this batch size. */
+  Lms lms(int batch) {
+    SwapParams p = params(batch);
+    Lms.Builder b = Lms.builder().params(p).memRatio(memRatio).strategy(strategy(p));
+    if (budgetBytes() > 0) {
+      b.budget(budgetBytes());
+    }
+    if (swapDir != null) {
+      b.swapDir(swapDir);
+    }
+    return b.build();
   }
 
   long budgetBytes() {

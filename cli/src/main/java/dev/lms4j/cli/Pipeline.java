@@ -14,7 +14,6 @@ import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
-import dev.lms4j.tf.Manifest;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
@@ -23,9 +22,7 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.Locale;
-import java.util.Map;
 
 /** Plan (and optionally run) a training graph the way train, run, analyze and demo share. */
 final class Pipeline {
@@ -66,7 +63,7 @@ final class Pipeline {
           Files.createDirectories(swapDir);
         }
         Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
-            .strategy(strategy(mode, params));
+            .strategy(o.strategy(params));
         if (budget > 0) {
           b.budget(budget);
         }
@@ -81,15 +78,11 @@ final class Pipeline {
         toRun = new TrainingGraph(lms.graphDef(), tg.manifest());
       }
       GraphStats s = lms.stats();
-      report.graph(s.ops(), s.tensors(), s.parameterBytes());
       SwapPlan plan = lms.plan();
       var rp = lms.recompute();
-      report.plan(plan.swapOuts().size(), plan.swapInCount(), plan.swapOutBytes(),
-          rp.clonedOps(), rp.groups().stream().mapToLong(g -> g.bytes()).sum(),
-          lms.planningMs(), mode == LmsMode.OFF ? null
-              : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode)
-              : paramsJson(lms, lms.rewritten()));
-      report.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
+      Reports.lms(report, lms, mode == LmsMode.OFF ? null
+          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode)
+          : paramsJson(lms, lms.rewritten()));
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
@@ -149,14 +142,9 @@ final class Pipeline {
   }
 
   private static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {
-    Map<String, long[]> shapes = new HashMap<>();
-    for (Manifest.Feed f : tg.manifest().feeds()) {
-      shapes.put(f.name(), f.shape());
-    }
     long t0 = System.nanoTime();
-    DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), shapes, params.batchSize(),
-        GraphImporter.DEFAULT_BACKWARD_SCOPE,
-        java.util.Set.of(tg.manifest().loss(), tg.manifest().trainOp()));
+    DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
+        params.batchSize(), GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
     long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
     return new LmsResult(tg.graphDef(), SwapPlan.empty(params), model, GraphStats.of(model),
         peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);
@@ -171,19 +159,6 @@ final class Pipeline {
         .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
         .put("tier", p.tier().cliName());
     return n;
-  }
-
-  /**
-   * {@code remat} recomputes; {@code auto} recomputes first and swaps the rest, unless TFLMS
-   * parameters were given (then it swaps with them); {@code tflms} and {@code swap} swap.
-   */
-  private static Lms.Strategy strategy(LmsMode mode, SwapParams params) {
-    return switch (mode) {
-      case REMAT -> Lms.Strategy.RECOMPUTE;
-      case SQRT -> Lms.Strategy.SQRT;
-      case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
-      default -> Lms.Strategy.SWAP;
-    };
   }
 
   private static ObjectNode rematJson(LmsResult lms, LmsMode mode) {

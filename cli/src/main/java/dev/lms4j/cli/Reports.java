@@ -1,6 +1,8 @@
 package dev.lms4j.cli;
 
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.lms4j.core.report.Report;
+import dev.lms4j.tf.LmsResult;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -21,6 +23,14 @@ final class Reports {
     if (Files.isDirectory(file)) {
       throw new IllegalArgumentException("cannot write " + file + ": it is a directory");
     }
+  }
+
+  /** Fills the graph, plan and predicted-peak sections from an LMS result. */
+  static void lms(Report r, LmsResult lms, ObjectNode parameters) {
+    r.graph(lms.stats().ops(), lms.stats().tensors(), lms.stats().parameterBytes());
+    r.plan(lms.plan().swapOuts().size(), lms.plan().swapInCount(), lms.plan().swapOutBytes(),
+        lms.recompute().clonedOps(), lms.recompute().bytes(), lms.planningMs(), parameters);
+    r.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
   }
 
   /** Writes the report when a file was asked for. */

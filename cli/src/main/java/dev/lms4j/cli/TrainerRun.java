@@ -5,11 +5,10 @@ import dev.lms4j.checkpoint.CheckpointBackends;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.report.Report;
 import dev.lms4j.core.report.Sizes;
-import dev.lms4j.tf.Lms;
-import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.train.Callback;
 import dev.lms4j.train.CheckpointCallback;
+import dev.lms4j.train.LmsCallback;
 import dev.lms4j.train.Logs;
 import dev.lms4j.train.ProgressCallback;
 import dev.lms4j.train.Trainer;
@@ -21,7 +20,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
-import org.tensorflow.proto.GraphDef;
 
 /**
  * {@code lms4j train} with epochs over a data set: the trainer with its callbacks (LMS,
@@ -61,26 +59,10 @@ final class TrainerRun {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     List<Callback> callbacks = new ArrayList<>();
-    LmsResult[] lms = {null};
+    LmsCallback lmsCallback = null;
     if (mode != LmsMode.OFF) {
-      Lms.Builder b = Lms.builder().params(o.params((int) tg.manifest().batchSize()))
-          .memRatio(o.memRatio).strategy(switch (mode) {
-            case REMAT -> Lms.Strategy.RECOMPUTE;
-            case SQRT -> Lms.Strategy.SQRT;
-            case AUTO -> budget > 0 ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
-            default -> Lms.Strategy.SWAP;
-          });
-      if (budget > 0) {
-        b.budget(budget);
-      }
-      Lms l = b.build();
-      callbacks.add(new Callback() {
-        @Override
-        public GraphDef beforeSession(GraphDef g, dev.lms4j.tf.Manifest m) {
-          lms[0] = l.rewrite(new TrainingGraph(g, m));
-          return lms[0].graphDef();
-        }
-      });
+      lmsCallback = new LmsCallback(o.lms((int) tg.manifest().batchSize()));
+      callbacks.add(lmsCallback);
     }
     callbacks.add(new ProgressCallback(out, false));
     CheckpointBackend backend = null;
@@ -110,14 +92,8 @@ final class TrainerRun {
         return Main.FAILED;
       }
       Logs test = t.evaluate(data.test());
-      if (lms[0] != null) {
-        var p = lms[0].plan();
-        report.plan(p.swapOuts().size(), p.swapInCount(), p.swapOutBytes(),
-            lms[0].recompute().clonedOps(), lms[0].recompute().groups().stream()
-                .mapToLong(g -> g.bytes()).sum(), lms[0].planningMs(), null);
-        report.predicted(lms[0].predictedPeakBefore(), lms[0].predictedPeakAfter());
-        report.graph(lms[0].stats().ops(), lms[0].stats().tensors(),
-            lms[0].stats().parameterBytes());
+      if (lmsCallback != null) {
+        Reports.lms(report, lmsCallback.resultOrThrow(), null);
       }
       int first = t.epochsCompleted() - history.size() + 1;
       int[] no = new int[history.size()];

@@ -13,7 +13,6 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
 import java.nio.file.Path;
-import java.util.HashMap;
 import java.util.Map;
 import java.util.Objects;
 import org.slf4j.Logger;
@@ -128,14 +127,13 @@ public final class Lms {
     return out;
   }
 
-  /** Rewrites a training graph; feed shapes come from its manifest, cleanup waits on its train op. */
+  /**
+   * Rewrites a training graph: feed shapes come from its manifest, the model holds what a step
+   * runs (loss, train op, metrics), and disk-tier cleanup waits on its train op.
+   */
   public LmsResult rewrite(TrainingGraph tg) {
-    Map<String, long[]> shapes = new HashMap<>();
-    for (Manifest.Feed f : tg.manifest().feeds()) {
-      shapes.put(f.name(), f.shape());
-    }
-    return rewrite(tg.graphDef(), shapes, tg.manifest().trainOp(),
-        java.util.Set.of(tg.manifest().loss(), tg.manifest().trainOp()));
+    Manifest m = tg.manifest();
+    return rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps());
   }
 
   /**
@@ -250,7 +248,7 @@ public final class Lms {
     GraphDef out = RecomputeRewriter.rewrite(gd, plan);
     LOG.info("[LMS][0] Recomputing {} operations in {} groups ({} MiB no longer kept); "
         + "predicted peak {} MiB -> {} MiB", plan.clonedOps(), plan.groups().size(),
-        mib(plan.groups().stream().mapToLong(RecomputePlan.Group::bytes).sum()), mib(before),
+        mib(plan.bytes()), mib(before),
         mib(after));
     return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
         !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);

@@ -120,6 +120,24 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
     metrics = java.util.Collections.unmodifiableMap(m);
   }
 
+  /** The feeds' static shapes by feed name, for shape inference. */
+  public java.util.Map<String, long[]> feedShapes() {
+    java.util.Map<String, long[]> shapes = new java.util.LinkedHashMap<>();
+    for (Feed f : feeds) {
+      shapes.put(f.name(), f.shape());
+    }
+    return shapes;
+  }
+
+  /** What a training step runs: the loss, the train op and the metrics, in that order. */
+  public java.util.Set<String> runOps() {
+    java.util.Set<String> ops = new java.util.LinkedHashSet<>();
+    ops.add(loss);
+    ops.add(trainOp);
+    ops.addAll(metrics.values());
+    return ops;
+  }
+
   /** The batch size: the first dimension of the first feed. */
   public long batchSize() {
     return feeds.isEmpty() ? 1 : feeds.get(0).batch();

@@ -4,12 +4,9 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.Manifest;
-import java.util.HashMap;
-import java.util.LinkedHashSet;
-import java.util.Map;
+import dev.lms4j.tf.TrainingGraph;
 import java.util.Objects;
 import java.util.Optional;
-import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.tensorflow.proto.GraphDef;
@@ -120,15 +117,7 @@ public final class LmsCallback implements Callback {
    */
   @Override
   public GraphDef beforeSession(GraphDef graphDef, Manifest manifest) {
-    Map<String, long[]> shapes = new HashMap<>();
-    for (Manifest.Feed f : manifest.feeds()) {
-      shapes.put(f.name(), f.shape());
-    }
-    Set<String> runOps = new LinkedHashSet<>();
-    runOps.add(manifest.loss());
-    runOps.add(manifest.trainOp());
-    runOps.addAll(manifest.metrics().values());
-    result = instance(manifest).rewrite(graphDef, shapes, manifest.trainOp(), runOps);
+    result = instance(manifest).rewrite(new TrainingGraph(graphDef, manifest));
     if (result.rewritten()) {
       LOG.info("LMS: {} swap-outs, {} swap-ins; predicted peak {} MiB -> {} MiB",
           result.plan().swapOuts().size(), result.plan().swapInCount(),

@@ -32,6 +32,11 @@ public record RecomputePlan(List<Group> groups) {
     return groups.stream().mapToInt(gr -> gr.ops().size()).sum();
   }
 
+  /** Bytes of the groups' outputs that no longer need to stay alive. */
+  public long bytes() {
+    return groups.stream().mapToLong(Group::bytes).sum();
+  }
+
   /** The name of the clone of {@code op} in group {@code group}. */
   public static String cloneName(String group, String op) {
     return OpTypes.LMS_PREFIX + "recompute/" + group + "/" + op;
