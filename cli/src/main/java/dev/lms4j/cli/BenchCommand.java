@@ -1,21 +1,26 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.bench.CheckpointBench;
-import dev.lms4j.bench.SwapBench;
+import dev.lms4j.bench.ModelBench;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
-/** {@code lms4j bench}: the benchmark suite. */
+/** {@code lms4j bench}: the benchmark suites. */
 @Command(name = "bench", mixinStandardHelpOptions = true,
-    description = "Run the benchmark suite: smallest budget with and without LMS (bisection) "
-        + "for swap, remat and auto, step time at half the no-LMS budget vs unbudgeted, "
-        + "predicted vs measured peak, planning time at 10k and 100k ops; checkpoint save and "
-        + "restore throughput (files, tf, dd) and asynchronous checkpoint overhead. Writes JSON "
-        + "and Markdown.")
+    description = {"Run a benchmark suite and write JSON and Markdown under --out.",
+        "quick/full/smoke: the side-by-side model benchmark. For each model and each method "
+            + "(no LMS, grappler's memory_optimization modes, tflms, remat, auto, sqrt): the "
+            + "smallest budget that trains (bisection), step time at 50/33/25% of the no-LMS "
+            + "budget vs unbudgeted, predicted vs measured peak, the largest batch and input "
+            + "size at a fixed budget against the physical limit, planning time at 10k and 100k "
+            + "ops. quick takes about 20 minutes on 2 cores; smoke about 2.",
+        "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
+            + "overhead of asynchronous checkpoints."})
 final class BenchCommand implements Callable<Integer> {
-  @Option(names = "--suite", defaultValue = "quick", description = "quick (default) or full.")
+  @Option(names = "--suite", defaultValue = "quick",
+      description = "quick (default), full, smoke or checkpoint.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -24,12 +29,12 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    if (!suite.equals("quick") && !suite.equals("full")) {
-      throw new IllegalArgumentException("--suite must be quick or full");
+    switch (suite) {
+      case "quick", "full", "smoke" -> ModelBench.run(ModelBench.suite(suite), out, System.out);
+      case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
+      default -> throw new IllegalArgumentException("--suite must be quick, full, smoke or "
+          + "checkpoint");
     }
-    SwapBench.run(suite, out, System.out);
-    // ~1 GiB of variables as the checkpoint issue asks; the full suite uses 4 GiB
-    CheckpointBench.run(suite.equals("quick") ? 1L << 30 : 4L << 30, out, System.out);
     return 0;
   }
 }

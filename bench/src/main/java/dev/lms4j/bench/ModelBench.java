@@ -1,0 +1,527 @@
+package dev.lms4j.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.SyntheticGraphs;
+import dev.lms4j.core.memory.CostModel;
+import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.SwapAutoTuner;
+import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.RunResult;
+import dev.lms4j.train.models.ModelSpec;
+import dev.lms4j.train.models.ModelZoo;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.EnumMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.proto.RewriterConfig;
+
+/**
+ * The side-by-side model benchmark (issues 3 and 5). For each model of a suite and each method
+ * (no LMS, grappler's three {@code memory_optimization} modes, lms4j's tflms, swap, remat, auto
+ * and sqrt), at the same budgets and batch sizes, in one run:
+ * <ul>
+ *   <li>the smallest budget that trains (bisection in MiB, each probe a budgeted worker JVM);
+ *   <li>step time at 50%, 33% and 25% of the no-LMS smallest budget divided by the unbudgeted
+ *       step time, runs alternating with unbudgeted ones; bytes swapped and recomputed;
+ *       predicted against measured peak and step-time ratio;
+ *   <li>capacity: the largest batch that trains 3 steps at a fixed budget (the no-LMS smallest
+ *       budget at the model's base batch), its ratio to no-LMS, and the physical limit (the
+ *       largest batch whose resident bytes plus largest single-op working set fit);
+ *   <li>optionally the largest input size (image side, volume side, sequence length) at the base
+ *       batch.
+ * </ul>
+ * Probes that only ask "does it fit" run two at a time (one per core); timed runs run alone.
+ */
+public final class ModelBench {
+  private static final Logger LOG = LoggerFactory.getLogger(ModelBench.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private ModelBench() {}
+
+  /** A method the benchmark compares. */
+  public enum Method {
+    NONE("none", null, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    GRAPPLER_RECOMPUTATION("grappler-recomp", null,
+        RewriterConfig.MemOptType.RECOMPUTATION_HEURISTICS),
+    GRAPPLER_HEURISTICS("grappler-heur", null, RewriterConfig.MemOptType.HEURISTICS),
+    GRAPPLER_SCHEDULING("grappler-sched", null, RewriterConfig.MemOptType.SCHEDULING_HEURISTICS),
+    TFLMS("tflms", Lms.Strategy.SWAP, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    REMAT("remat", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    AUTO("auto", Lms.Strategy.AUTO, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    SQRT("sqrt", Lms.Strategy.SQRT, RewriterConfig.MemOptType.DEFAULT_MEM_OPT);
+
+    final String label;
+    final Lms.Strategy strategy;
+    final RewriterConfig.MemOptType memOpt;
+
+    Method(String label, Lms.Strategy strategy, RewriterConfig.MemOptType memOpt) {
+      this.label = label;
+      this.strategy = strategy;
+      this.memOpt = memOpt;
+    }
+
+    boolean isLms() {
+      return strategy != null;
+    }
+  }
+
+  /**
+   * One model of a suite.
+   *
+   * @param model      zoo name
+   * @param batch      base batch
+   * @param options    zoo options
+   * @param sizeOption the option that sets the input size (image, volume, seq), or null
+   * @param steps      steps of a timed run
+   * @param capacity   whether to measure the largest batch
+   * @param inputSize  whether to measure the largest input size
+   */
+  public record Case(String model, int batch, Map<String, String> options, String sizeOption,
+      int steps, boolean capacity, boolean inputSize) {}
+
+  /**
+   * A suite.
+   *
+   * @param name      quick, full, smoke
+   * @param cases     the models
+   * @param methods   the methods compared
+   * @param fractions budgets as fractions of the no-LMS smallest budget
+   * @param resolution relative resolution of the bisections (0.05 = within 5%)
+   */
+  public record Suite(String name, List<Case> cases, List<Method> methods, double[] fractions,
+      double resolution) {}
+
+  /** The configuration of a named suite. */
+  public static Suite suite(String name) {
+    List<Method> all = List.of(Method.values());
+    return switch (name) {
+      case "quick" -> new Suite("quick", List.of(
+          new Case("resnet", 32, Map.of("blocks", "6"), "image", 6, true, true)),
+          all, new double[] {0.50, 0.33, 0.25}, 0.05);
+      case "full" -> new Suite("full", List.of(
+          new Case("resnet", 64, Map.of("blocks", "6"), "image", 6, true, true)),
+          all, new double[] {0.50, 0.33, 0.25}, 0.03);
+      case "smoke" -> new Suite("smoke", List.of(
+          new Case("mlp", 256, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
+          List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO),
+          new double[] {0.5}, 0.15);
+      default -> throw new IllegalArgumentException("unknown suite '" + name
+          + "' (expected quick, full or smoke)");
+    };
+  }
+
+  /** Runs a suite, prints progress and tables to {@code out}, writes JSON and Markdown. */
+  public static ObjectNode run(Suite s, Path outDir, PrintStream out) throws IOException {
+    Files.createDirectories(outDir);
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schema", "lms4j-bench-models/1").put("suite", s.name())
+        .put("machine", Machine.describe())
+        .put("command", "./lms4j bench --suite " + s.name());
+    ArrayNode models = root.putArray("models");
+    long t0 = System.nanoTime();
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      for (Case c : s.cases()) {
+        models.add(new CaseRun(s, c, out, pool).run());
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    ArrayNode planning = root.putArray("planning");
+    for (int layers : new int[] {2_000, 20_000}) {
+      DataflowGraph g = SyntheticGraphs.trainingChain(layers, 1 << 20, 64 << 10);
+      ObjectNode p = planningTime(g);
+      planning.add(p);
+      out.printf(Locale.ROOT, "planning on a synthetic graph of %d ops: %s%n", g.size(), p);
+    }
+    root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
+    Path json = outDir.resolve("models-" + s.name() + ".json");
+    Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
+    Files.writeString(outDir.resolve("models-" + s.name() + ".md"), ModelBenchMarkdown.of(root));
+    out.println("Results: " + json);
+    LOG.info("bench done: {}", json);
+    return root;
+  }
+
+  /** A plan of one method at one budget: the graph to run, or why there is none. */
+  record Planned(TrainingGraph graph, LmsResult lms, String noPlan) {
+    boolean hasPlan() {
+      return noPlan == null;
+    }
+  }
+
+  /** The measurements of one case. */
+  private static final class CaseRun {
+    private final Suite s;
+    private final Case c;
+    private final PrintStream out;
+    private final ExecutorService pool;
+    private final ModelSpec spec;
+
+    CaseRun(Suite s, Case c, PrintStream out, ExecutorService pool) {
+      this.s = s;
+      this.c = c;
+      this.out = out;
+      this.pool = pool;
+      this.spec = ModelZoo.getOrThrow(c.model());
+    }
+
+    private void say(String fmt, Object... args) {
+      synchronized (out) {
+        out.printf(Locale.ROOT, fmt + "%n", args);
+      }
+    }
+
+    TrainingGraph build(int batch, Map<String, String> extra) {
+      Map<String, String> o = new LinkedHashMap<>(c.options());
+      o.putAll(extra);
+      return spec.build(batch, o);
+    }
+
+    static DataflowGraph model(TrainingGraph tg) {
+      return GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(), -1,
+          GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+    }
+
+    Planned plan(TrainingGraph tg, Method m, long budget) {
+      if (!m.isLms()) {
+        return new Planned(tg, null, null);
+      }
+      try {
+        LmsResult lr = Lms.builder().budget(budget).strategy(m.strategy).build().rewrite(tg);
+        return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null);
+      } catch (PlanningException e) {
+        return new Planned(null, null, e.getMessage());
+      }
+    }
+
+    RunResult runOnce(Planned p, Method m, long budget, int steps) throws IOException {
+      BudgetedRunner.Options o = new BudgetedRunner.Options(budget, steps, 42, true, m.memOpt,
+          Duration.ofMinutes(10));
+      return BudgetedRunner.run(p.graph(), o);
+    }
+
+    boolean fits(TrainingGraph tg, Method m, long budget, String what) throws IOException {
+      Planned p = plan(tg, m, budget);
+      if (!p.hasPlan()) {
+        say("  %-16s %s at %d MiB: no plan", m.label, what, budget >> 20);
+        return false;
+      }
+      RunResult r = runOnce(p, m, budget, 3);
+      say("  %-16s %s at %d MiB: %s", m.label, what, budget >> 20,
+          r.fits() ? "fits" : r.oom() ? "OOM" : "failed: " + r.error());
+      return r.fits();
+    }
+
+    ObjectNode run() throws IOException {
+      ObjectNode node = JSON.createObjectNode();
+      node.put("model", c.model()).put("batch", c.batch()).put("options", c.options().toString());
+      say("== %s (batch %d, %s) ==", c.model(), c.batch(), c.options());
+      TrainingGraph tg = build(c.batch(), Map.of());
+      DataflowGraph model = model(tg);
+      long floor = LowerBound.of(model);
+      RunResult free = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+      if (!free.fits()) {
+        throw new IOException("the unbudgeted run of " + c.model() + " failed: " + free.error());
+      }
+      long peakMib = free.peakBytes() >> 20;
+      node.put("ops", model.size()).put("floor_bytes", floor)
+          .put("unbudgeted_peak_bytes", free.peakBytes())
+          .put("unbudgeted_ms_per_step", free.medianMs());
+      say("unbudgeted: %.0f ms/step, measured peak %d MiB; floor (resident + largest op) %d MiB",
+          free.medianMs(), peakMib, floor >> 20);
+
+      // 1. the smallest budget of each method
+      long noLmsMib = smallestMib(tg, Method.NONE, floor >> 20, peakMib + 64);
+      say("smallest budget without LMS: %d MiB", noLmsMib);
+      Map<Method, Long> minMib = new EnumMap<>(Method.class);
+      minMib.put(Method.NONE, noLmsMib);
+      List<Future<Long>> futures = new ArrayList<>();
+      List<Method> others = s.methods().stream().filter(m -> m != Method.NONE).toList();
+      for (Method m : others) {
+        long hi = m.isLms() ? noLmsMib : peakMib + 64;
+        futures.add(pool.submit(() -> smallestMib(tg, m, floor >> 20, hi)));
+      }
+      for (int i = 0; i < others.size(); i++) {
+        minMib.put(others.get(i), get(futures.get(i)));
+      }
+      ArrayNode methods = node.putArray("methods");
+      Map<Method, ObjectNode> rows = new EnumMap<>(Method.class);
+      for (Method m : s.methods()) {
+        long mib = minMib.get(m);
+        ObjectNode row = methods.addObject();
+        row.put("method", m.label).put("min_budget_mib", mib)
+            .put("min_budget_ratio", mib > 0 ? mib / (double) noLmsMib : Double.NaN);
+        rows.put(m, row);
+        say("smallest budget %-16s %s", m.label,
+            mib > 0 ? String.format(Locale.ROOT, "%d MiB (%.2f of no-LMS)", mib,
+                mib / (double) noLmsMib) : "none found");
+      }
+
+      // 2. step time at fractions of the no-LMS budget, side by side with unbudgeted runs
+      CostModel cm = CostModel.defaults();
+      double computeMs = cm.computeMs(model);
+      for (double f : s.fractions()) {
+        long budget = (long) (noLmsMib * f) << 20;
+        String key = String.format(Locale.ROOT, "%.2f", f);
+        say("-- at %s of the no-LMS budget (%d MiB) --", key, budget >> 20);
+        List<Method> runnable = new ArrayList<>();
+        Map<Method, Planned> plans = new EnumMap<>(Method.class);
+        for (Method m : s.methods()) {
+          long mm = minMib.get(m);
+          ObjectNode at = rows.get(m).putObject("at_" + key);
+          at.put("budget_mib", budget >> 20);
+          if (mm < 0 || (mm << 20) > budget) {
+            at.put("fits", false).put("why", mm < 0 ? "no budget found" : "below its smallest "
+                + "budget (" + mm + " MiB)");
+            continue;
+          }
+          Planned p = plan(tg, m, budget);
+          if (!p.hasPlan()) {
+            at.put("fits", false).put("why", "no plan: " + p.noPlan());
+            continue;
+          }
+          plans.put(m, p);
+          runnable.add(m);
+          if (p.lms() != null) {
+            LmsResult lr = p.lms();
+            double predicted = cm.stepMs(model, lr.plan(), lr.recompute());
+            at.put("planning_ms", lr.planningMs())
+                .put("predicted_peak_bytes", lr.predictedPeakAfter())
+                .put("predicted_step_ratio", predicted / computeMs)
+                .put("swapped_bytes", lr.plan().swapOutBytes())
+                .put("swap_outs", lr.plan().swapOuts().size())
+                .put("recomputed_ops", lr.recompute().clonedOps())
+                .put("recomputed_bytes", lr.recompute().bytes());
+          }
+        }
+        RunResult freeA = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+        Map<Method, RunResult> results = new EnumMap<>(Method.class);
+        for (Method m : runnable) {
+          results.put(m, runOnce(plans.get(m), m, budget, c.steps()));
+        }
+        RunResult freeB = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
+        double base = Math.min(freeA.medianMs(), freeB.medianMs());
+        for (Method m : runnable) {
+          RunResult r = results.get(m);
+          ObjectNode at = (ObjectNode) rows.get(m).get("at_" + key);
+          at.put("fits", r.fits()).put("unbudgeted_ms_per_step", base);
+          if (r.fits()) {
+            double ratio = r.medianMs() / base;
+            at.put("ms_per_step", r.medianMs()).put("step_ratio", ratio)
+                .put("measured_peak_bytes", r.peakBytes());
+            say("  %-16s %.0f ms/step = %.2fx unbudgeted (%.0f ms); measured peak %d MiB%s",
+                m.label, r.medianMs(), ratio, base, r.peakBytes() >> 20,
+                at.has("predicted_peak_bytes") ? String.format(Locale.ROOT,
+                    ", predicted %d MiB, predicted ratio %.2fx",
+                    at.get("predicted_peak_bytes").asLong() >> 20,
+                    at.get("predicted_step_ratio").asDouble()) : "");
+          } else {
+            at.put("why", r.oom() ? "OOM" : r.error());
+            say("  %-16s %s", m.label, r.oom() ? "OOM" : "failed: " + r.error());
+          }
+        }
+      }
+
+      // 3. capacity: the largest batch at the no-LMS smallest budget of the base batch
+      // a 5% margin over the bisected no-LMS budget: at the exact edge, run-to-run variation of
+      // the measured peak makes the base batch itself fail now and then
+      long fixedMib = Math.round(noLmsMib * 1.05);
+      if (c.capacity()) {
+        long budget = fixedMib << 20;
+        int phys = physicalLimit(c.batch(), budget, b -> LowerBound.of(model(build(b,
+            Map.of()))));
+        ObjectNode cap = node.putObject("capacity");
+        cap.put("budget_mib", fixedMib).put("base_batch", c.batch())
+            .put("physical_limit_batch", phys);
+        say("-- capacity at %d MiB: physical limit batch %d --", fixedMib, phys);
+        Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
+        for (Method m : s.methods()) {
+          fs.put(m, pool.submit(() -> largest(c.batch(), phys, b -> fits(build(b, Map.of()), m,
+              budget, "batch " + b))));
+        }
+        ArrayNode rowsCap = cap.putArray("methods");
+        Map<Method, Integer> largest = new EnumMap<>(Method.class);
+        for (Method m : s.methods()) {
+          largest.put(m, get(fs.get(m)));
+        }
+        int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : c.batch();
+        cap.put("no_lms_largest_batch", ref);
+        for (Method m : s.methods()) {
+          int b = largest.get(m);
+          rowsCap.addObject().put("method", m.label).put("largest_batch", b)
+              .put("ratio_to_no_lms", b / (double) ref)
+              .put("share_of_physical_limit", b / (double) phys);
+          say("largest batch %-16s %d (%.2fx no-LMS, %.0f%% of the physical limit)", m.label, b,
+              b / (double) ref, 100.0 * b / phys);
+        }
+      }
+
+      // 4. the largest input size at the base batch
+      if (c.inputSize() && c.sizeOption() != null) {
+        long budget = fixedMib << 20;
+        int base = Integer.parseInt(spec.defaultOptions().get(c.sizeOption()));
+        if (c.options().containsKey(c.sizeOption())) {
+          base = Integer.parseInt(c.options().get(c.sizeOption()));
+        }
+        final int size0 = base;
+        String opt = c.sizeOption();
+        int phys = physicalLimit(size0, budget, v -> LowerBound.of(model(build(c.batch(),
+            Map.of(opt, Integer.toString(v))))));
+        ObjectNode sz = node.putObject("input_size");
+        sz.put("option", opt).put("budget_mib", fixedMib).put("base", size0)
+            .put("physical_limit", phys);
+        say("-- largest %s at batch %d, %d MiB: physical limit %d --", opt, c.batch(), fixedMib,
+            phys);
+        Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
+        for (Method m : s.methods()) {
+          fs.put(m, pool.submit(() -> largest(size0, phys, v -> fits(build(c.batch(),
+              Map.of(opt, Integer.toString(v))), m, budget, opt + " " + v))));
+        }
+        ArrayNode rowsSz = sz.putArray("methods");
+        Map<Method, Integer> largest = new EnumMap<>(Method.class);
+        for (Method m : s.methods()) {
+          largest.put(m, get(fs.get(m)));
+        }
+        int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : size0;
+        sz.put("no_lms_largest", ref);
+        for (Method m : s.methods()) {
+          int v = largest.get(m);
+          rowsSz.addObject().put("method", m.label).put("largest", v)
+              .put("ratio_to_no_lms", v / (double) ref)
+              .put("share_of_physical_limit", v / (double) phys);
+          say("largest %s %-16s %d (%.2fx no-LMS)", opt, m.label, v, v / (double) ref);
+        }
+      }
+      return node;
+    }
+
+    /** The smallest MiB in (lo, hi] at which {@code m} trains, -1 when hi does not. */
+    long smallestMib(TrainingGraph tg, Method m, long lo, long hi) throws IOException {
+      long step = Math.max(2, (long) (hi * s.resolution()));
+      return Bisection.smallest(Math.max(1, lo - 1), hi, step,
+          mib -> fits(tg, m, mib << 20, "budget"));
+    }
+
+    /** The largest value in [lo, hi] that fits, 0 when lo does not (monotone assumed). */
+    int largest(int lo, int hi, IntProbe p) throws IOException {
+      if (!p.fits(lo)) {
+        return 0;
+      }
+      int good = lo;
+      int bad = hi + 1;
+      while (bad - good > Math.max(1, (int) (good * s.resolution()))) {
+        int mid = good + (bad - good) / 2;
+        if (p.fits(mid)) {
+          good = mid;
+        } else {
+          bad = mid;
+        }
+      }
+      return good;
+    }
+
+    /**
+     * The largest value whose floor (resident bytes + largest single-op working set) fits the
+     * budget, searched from {@code base} by doubling then bisection, at most 64x base.
+     */
+    int physicalLimit(int base, long budget, FloorFn floorOf) {
+      int good = base;
+      int bad = -1;
+      int cap = base * 64;
+      while (bad < 0 && good < cap) {
+        int next = Math.min(cap, good * 2);
+        if (floorOf.floor(next) <= budget) {
+          good = next;
+        } else {
+          bad = next;
+        }
+      }
+      if (bad < 0) {
+        return good;
+      }
+      while (bad - good > Math.max(1, (int) (good * s.resolution() / 2))) {
+        int mid = good + (bad - good) / 2;
+        if (floorOf.floor(mid) <= budget) {
+          good = mid;
+        } else {
+          bad = mid;
+        }
+      }
+      return good;
+    }
+  }
+
+  interface IntProbe {
+    boolean fits(int v) throws IOException;
+  }
+
+  interface FloorFn {
+    long floor(int v);
+  }
+
+  private static <T> T get(Future<T> f) throws IOException {
+    try {
+      return f.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted", e);
+    } catch (ExecutionException e) {
+      if (e.getCause() instanceof IOException io) {
+        throw io;
+      }
+      if (e.getCause() instanceof UncheckedIOException u) {
+        throw u.getCause();
+      }
+      throw new IOException(e.getCause());
+    }
+  }
+
+  /** Planning time of the planners on a synthetic graph (no TensorFlow involved). */
+  static ObjectNode planningTime(DataflowGraph g) {
+    ObjectNode n = JSON.createObjectNode();
+    long peak = SwapAutoTuner.simulatePeak(g, SwapPlan.empty(dev.lms4j.core.plan.SwapParams
+        .defaults()));
+    n.put("ops", g.size()).put("peak_bytes", peak);
+    long t0 = System.nanoTime();
+    try {
+      SwapAutoTuner.tune(g, dev.lms4j.core.plan.SwapParams.defaults(), peak / 2, 0.9);
+      n.put("tflms_ms", (System.nanoTime() - t0) / 1e6);
+    } catch (PlanningException e) {
+      n.put("tflms_error", e.getMessage()).put("tflms_failed_after_ms",
+          (System.nanoTime() - t0) / 1e6);
+    }
+    t0 = System.nanoTime();
+    try {
+      dev.lms4j.core.plan.RecomputePlanner.underBudget(g, peak * 3 / 4, 0.9);
+      n.put("remat_ms", (System.nanoTime() - t0) / 1e6);
+    } catch (PlanningException e) {
+      n.put("remat_error", e.getMessage()).put("remat_failed_after_ms",
+          (System.nanoTime() - t0) / 1e6);
+    }
+    return n;
+  }
+}

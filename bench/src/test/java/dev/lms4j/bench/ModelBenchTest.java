@@ -1,0 +1,59 @@
+package dev.lms4j.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * The smoke suite end to end (budgeted worker JVMs, about a minute): it must find that LMS
+ * trains below the no-LMS smallest budget and beyond its largest batch, and write its files.
+ */
+class ModelBenchTest {
+  @Test
+  void smokeSuiteMeasuresEveryColumn(@TempDir Path dir) throws Exception {
+    ByteArrayOutputStream buf = new ByteArrayOutputStream();
+    ObjectNode root = ModelBench.run(ModelBench.suite("smoke"), dir,
+        new PrintStream(buf, true, StandardCharsets.UTF_8));
+
+    JsonNode model = root.path("models").path(0);
+    Map<String, JsonNode> rows = new HashMap<>();
+    model.path("methods").forEach(r -> rows.put(r.path("method").asText(), r));
+    assertThat(rows.keySet()).containsExactlyInAnyOrder("none", "grappler-recomp", "tflms",
+        "auto");
+    long none = rows.get("none").path("min_budget_mib").asLong();
+    assertThat(none).isPositive();
+    // the floor (resident + largest op) is below the no-LMS budget, and LMS gets closer to it
+    assertThat(model.path("floor_bytes").asLong() >> 20).isLessThan(none);
+    assertThat(rows.get("tflms").path("min_budget_mib").asLong()).isPositive().isLessThan(none);
+    assertThat(rows.get("auto").path("min_budget_mib").asLong()).isPositive().isLessThan(none);
+
+    Map<String, Integer> cap = new HashMap<>();
+    model.path("capacity").path("methods").forEach(r -> cap.put(r.path("method").asText(),
+        r.path("largest_batch").asInt()));
+    int phys = model.path("capacity").path("physical_limit_batch").asInt();
+    assertThat(cap.get("none")).isGreaterThanOrEqualTo(model.path("batch").asInt());
+    assertThat(cap.get("tflms")).isGreaterThan(cap.get("none")).isLessThanOrEqualTo(phys);
+
+    JsonNode planning = root.path("planning");
+    assertThat(planning).hasSize(2);
+    assertThat(planning.path(0).path("ops").asInt()).isGreaterThan(10_000);
+    assertThat(planning.path(0).path("tflms_ms").asDouble()).isPositive();
+
+    String md = Files.readString(dir.resolve("models-smoke.md"));
+    for (String s : List.of("| tflms |", "largest batch", "Planning time")) {
+      assertThat(md).contains(s);
+    }
+    assertThat(dir.resolve("models-smoke.json")).exists();
+  }
+}
