@@ -133,6 +133,25 @@ public final class ModelBench {
     };
   }
 
+  /**
+   * A suite over one model, with the methods, budgets and resolution of {@code base}; the input
+   * size option is the model's {@code image}, {@code volume} or {@code seq} option if it has one.
+   */
+  public static Suite forModel(Suite base, String model, int batch, Map<String, String> options) {
+    ModelSpec spec = ModelZoo.getOrThrow(model);
+    String size = null;
+    for (String k : List.of("image", "volume", "seq")) {
+      if (spec.defaultOptions().containsKey(k)) {
+        size = k;
+        break;
+      }
+    }
+    int steps = base.cases().isEmpty() ? 5 : base.cases().get(0).steps();
+    return new Suite(base.name() + "-" + model, List.of(new Case(model,
+        batch > 0 ? batch : spec.defaultBatch(), Map.copyOf(options), size, steps, true,
+        size != null)), base.methods(), base.fractions(), base.resolution());
+  }
+
   /** Runs a suite, prints progress and tables to {@code out}, writes JSON and Markdown. */
   public static ObjectNode run(Suite s, Path outDir, PrintStream out) throws IOException {
     Files.createDirectories(outDir);

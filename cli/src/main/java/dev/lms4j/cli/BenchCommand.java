@@ -27,10 +27,30 @@ final class BenchCommand implements Callable<Integer> {
       + "(default ${DEFAULT-VALUE}).")
   Path out;
 
+  @Option(names = "--model", paramLabel = "NAME", description = "Benchmark this zoo model "
+      + "only (with the suite's methods, budgets and resolution).")
+  String model;
+
+  @Option(names = "--batch", paramLabel = "N", description = "Base batch for --model (default: "
+      + "the model's).")
+  Integer batch;
+
+  @Option(names = {"-o", "--option"}, paramLabel = "KEY=VALUE",
+      description = "Model option for --model, e.g. -o image=32.")
+  java.util.Map<String, String> options = new java.util.LinkedHashMap<>();
+
   @Override
   public Integer call() throws Exception {
+    if (model != null && suite.equals("checkpoint")) {
+      throw new IllegalArgumentException("--model goes with the quick, full or smoke suite");
+    }
+    if (batch != null && batch < 1) {
+      throw new IllegalArgumentException("--batch must be >= 1");
+    }
     switch (suite) {
-      case "quick", "full", "smoke" -> ModelBench.run(ModelBench.suite(suite), out, System.out);
+      case "quick", "full", "smoke" -> ModelBench.run(model == null ? ModelBench.suite(suite)
+          : ModelBench.forModel(ModelBench.suite(suite), model, batch == null ? 0 : batch,
+              options), out, System.out);
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke or "
           + "checkpoint");

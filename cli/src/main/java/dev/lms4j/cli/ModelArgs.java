@@ -21,6 +21,30 @@ final class ModelArgs {
       description = "Model option, e.g. -o image=32 (see 'lms4j models').")
   Map<String, String> options = new LinkedHashMap<>();
 
+  /**
+   * The training graph of either {@code --model} or {@code --graph}/{@code --manifest} (exactly
+   * one of the two), for the commands that take both.
+   */
+  TrainingGraph buildOrLoad(java.nio.file.Path graph, java.nio.file.Path manifest)
+      throws java.io.IOException {
+    if ((model == null) == (graph == null)) {
+      throw new IllegalArgumentException("give either --model NAME or --graph FILE.pb with "
+          + "--manifest FILE.json");
+    }
+    if (model != null) {
+      return build();
+    }
+    if (manifest == null) {
+      throw new IllegalArgumentException("--graph needs --manifest FILE.json");
+    }
+    return TrainingGraph.load(graph, manifest);
+  }
+
+  /** A short name for reports: the model's or the graph file's. */
+  String label(java.nio.file.Path graph) {
+    return model != null ? model : graph.getFileName().toString();
+  }
+
   /** Builds the model's training graph; unknown names or options throw IllegalArgumentException. */
   TrainingGraph build() {
     ModelSpec spec = ModelZoo.getOrThrow(model);

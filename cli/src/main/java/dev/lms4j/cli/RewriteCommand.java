@@ -11,12 +11,14 @@ import picocli.CommandLine.Option;
 
 /** {@code lms4j rewrite}: write the rewritten GraphDef. */
 @Command(name = "rewrite", mixinStandardHelpOptions = true,
-    description = "Rewrite an exported training GraphDef for a budget and write the result; "
-        + "the manifest stays valid for it.")
+    description = "Rewrite an exported training GraphDef (or a zoo model, --model) for a "
+        + "budget and write the result; "
+        + "the manifest stays valid for it (with --model, OUT.json is written beside OUT.pb).")
 final class RewriteCommand implements Callable<Integer> {
-  @Option(names = "--graph", required = true, paramLabel = "IN.pb") Path graph;
-  @Option(names = "--manifest", required = true, paramLabel = "FILE.json") Path manifest;
+  @Option(names = "--graph", paramLabel = "IN.pb") Path graph;
+  @Option(names = "--manifest", paramLabel = "FILE.json") Path manifest;
   @Option(names = "--out", required = true, paramLabel = "OUT.pb") Path out;
+  @Mixin ModelArgs modelArgs;
   @Mixin LmsOptions lms;
 
   @Override
@@ -25,8 +27,8 @@ final class RewriteCommand implements Callable<Integer> {
     if (lms.budget == null) {
       throw new IllegalArgumentException("rewrite needs --budget SIZE");
     }
-    TrainingGraph tg = TrainingGraph.load(graph, manifest);
-    Pipeline.Outcome o = Pipeline.execute(graph.getFileName().toString(), tg, lms, 0,
+    TrainingGraph tg = modelArgs.buildOrLoad(graph, manifest);
+    Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, 0,
         System.out);
     if (o.exitCode() != 0) {
       return o.exitCode();
@@ -36,6 +38,14 @@ final class RewriteCommand implements Callable<Integer> {
     Files.write(tmp, o.graph().graphDef().toByteArray());
     Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
     System.out.println("Wrote " + out + " (" + o.graph().graphDef().getNodeCount() + " nodes)");
+    if (modelArgs.model != null) {
+      // a zoo model has no manifest file yet: write one beside the graph
+      String name = abs.getFileName().toString();
+      Path json = abs.resolveSibling((name.endsWith(".pb") ? name.substring(0, name.length() - 3)
+          : name) + ".json");
+      Files.writeString(json, o.graph().manifest().toJson());
+      System.out.println("Wrote " + json + " (manifest)");
+    }
     return 0;
   }
 }

@@ -9,12 +9,14 @@ import picocli.CommandLine.Option;
 
 /** {@code lms4j run}: train an exported GraphDef with synthetic feeds. */
 @Command(name = "run", mixinStandardHelpOptions = true,
-    description = "Run training steps of an exported training GraphDef (binary .pb) described "
-        + "by a manifest (feeds, loss, train_op, init), with synthetic seeded feeds.")
+    description = "Run training steps of an exported training GraphDef (binary .pb, or a "
+        + "SavedModel directory) described by a manifest (feeds, loss, train_op, init), or of a "
+        + "zoo model (--model), with synthetic seeded feeds.")
 final class RunCommand implements Callable<Integer> {
-  @Option(names = "--graph", required = true, paramLabel = "FILE.pb",
+  @Option(names = "--graph", paramLabel = "FILE.pb",
       description = "Binary GraphDef, or a SavedModel directory.") Path graph;
-  @Option(names = "--manifest", required = true, paramLabel = "FILE.json") Path manifest;
+  @Option(names = "--manifest", paramLabel = "FILE.json") Path manifest;
+  @Mixin ModelArgs modelArgs;
   @Mixin LmsOptions lms;
   @Option(names = "--steps", defaultValue = "5") int steps;
   @Option(names = "--report", paramLabel = "FILE.json") Path report;
@@ -27,8 +29,8 @@ final class RunCommand implements Callable<Integer> {
     }
     plot.check();
     Reports.checkWritable(report);
-    TrainingGraph tg = TrainingGraph.load(graph, manifest);
-    Pipeline.Outcome o = Pipeline.execute(graph.getFileName().toString(), tg, lms, steps,
+    TrainingGraph tg = modelArgs.buildOrLoad(graph, manifest);
+    Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, steps,
         System.out);
     Reports.write(o.report(), report);
     return o.exitCode();
