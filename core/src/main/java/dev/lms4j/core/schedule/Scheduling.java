@@ -18,7 +18,8 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Neither step is kept when it would raise the simulated peak: the AddN chains are dropped
  * when the graph without them schedules lower, and a scheduler whose order peaks higher than the
- * levelled order of the same graph is not enforced (no edges).
+ * levelled order of the same graph, or lowers it by less than {@link #MIN_GAIN}, is not
+ * enforced (no edges).
  *
  * <pre>{@code
  * Scheduling.Result s = Scheduling.apply(graph, Scheduling.Scheduler.BEST);
@@ -28,6 +29,13 @@ import org.slf4j.LoggerFactory;
  */
 public final class Scheduling {
   private static final Logger LOG = LoggerFactory.getLogger(Scheduling.class);
+
+  /**
+   * Gain below which a schedule is not enforced: 2% of the levelled peak, the simulator's error
+   * against measured peaks (as {@code ScheduleRewriter.MIN_GAIN}; control edges can block
+   * oneDNN's fusions, so a schedule that saves less is not worth them).
+   */
+  public static final double MIN_GAIN = 0.02;
 
   private Scheduling() {}
 
@@ -85,17 +93,30 @@ public final class Scheduling {
     return MemorySimulator.simulate(g, Levels.of(g).schedule()).peakBytes();
   }
 
-  /** Runs the scheduling step; {@link Scheduler#NONE} returns the graph unchanged. */
+  /** {@link #apply(DataflowGraph, Scheduler, double)} with {@link #MIN_GAIN}. */
   public static Result apply(DataflowGraph g, Scheduler s) {
+    return apply(g, s, MIN_GAIN);
+  }
+
+  /**
+   * Runs the scheduling step; {@link Scheduler#NONE} returns the graph unchanged.
+   *
+   * @param minGain a schedule is enforced only when it lowers the levelled peak of the same
+   *                graph by more than this fraction, in [0, 1)
+   */
+  public static Result apply(DataflowGraph g, Scheduler s, double minGain) {
+    if (!(minGain >= 0 && minGain < 1)) {
+      throw new IllegalArgumentException("minGain must be in [0, 1): " + minGain);
+    }
     long before = levelledPeak(g);
     if (s == Scheduler.NONE) {
       return new Result(g, List.of(), List.of(), Schedulers.Kind.LEVELS, before, before);
     }
     List<AddNChains.Chain> chains = AddNChains.plan(g, Levels.of(g).schedule());
-    Result plain = schedule(g, List.of(), s, before);
+    Result plain = schedule(g, List.of(), s, before, minGain);
     Result best = plain;
     if (!chains.isEmpty()) {
-      Result chained = schedule(AddNChains.apply(g, chains), chains, s, before);
+      Result chained = schedule(AddNChains.apply(g, chains), chains, s, before, minGain);
       if (chained.peakAfter() <= plain.peakAfter()) {
         best = chained;
       }
@@ -108,7 +129,7 @@ public final class Scheduling {
   }
 
   private static Result schedule(DataflowGraph g, List<AddNChains.Chain> chains, Scheduler s,
-      long before) {
+      long before, double minGain) {
     long levelled = levelledPeak(g);
     Schedulers.Kind kind;
     int[] order;
@@ -127,10 +148,11 @@ public final class Scheduling {
       order = Schedulers.schedule(g, kind);
       peak = MemorySimulator.simulate(g, order).peakBytes();
     }
-    if (kind == Schedulers.Kind.LEVELS || peak >= levelled) {
+    if (kind == Schedulers.Kind.LEVELS || peak >= levelled || peak > levelled * (1 - minGain)) {
       if (kind != Schedulers.Kind.LEVELS) {
         LOG.info("[LMS][0] The {} schedule peaks at {} MiB, the levelled order at {} MiB: "
-            + "keeping the levelled order", kind, peak >> 20, levelled >> 20);
+            + "keeping the levelled order (gain below {}%)", kind, peak >> 20, levelled >> 20,
+            minGain * 100);
       }
       return new Result(g, chains, List.of(), Schedulers.Kind.LEVELS, before, levelled);
     }
