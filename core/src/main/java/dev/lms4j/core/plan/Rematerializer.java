@@ -163,7 +163,8 @@ public final class Rematerializer {
    * @param step           index
    * @param action         {@code remat} (kept), {@code reject}, {@code grow-block}, {@code path}
    *                       (the initial whole-path set), {@code undo} (an articulation op kept
-   *                       again) or {@code keep-remat} (an undo that was refused)
+   *                       again), {@code keep-remat} (an undo that was refused) or
+   *                       {@code standard} (path mode goes on in standard mode from here)
    * @param ops            the ops concerned
    * @param estimatedBytes estimated bytes saved at the peak (standard mode), else 0
    * @param costUs         predicted recompute time of the ops, microseconds
@@ -734,6 +735,11 @@ public final class Rematerializer {
             idx++;
           }
         }
+      }
+      if (cur.peak() > limit && sims < o.maxSimulations()) {
+        // the paths and their checkpoints alone do not fit: recompute more, XLA's way
+        decisions.add(new Decision(decisions.size(), "standard", List.of(), 0, 0, cur.peak()));
+        cur = standard(cur);
       }
       if (cur.peak() > limit && base.peak() < cur.peak()) {
         Arrays.fill(inS, false);
