@@ -92,6 +92,13 @@ final class Pipeline {
               : String.format(Locale.ROOT, " (%d ops recomputed in %d groups; %d swap-outs, %d "
                   + "swap-ins, %s)", rp.clonedOps(), rp.groups().size(), plan.swapOuts().size(),
                   plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
+      if (lms.scheduling() != null) {
+        var sc = lms.scheduling();
+        out.printf(Locale.ROOT, "Scheduling: %s order, %d AddN chains, %d control edges; "
+            + "simulated peak %s -> %s%n", sc.kind().name().toLowerCase(Locale.ROOT),
+            sc.chains().size(), sc.edges().size(), Sizes.mib(sc.peakBefore()),
+            Sizes.mib(sc.peakAfter()));
+      }
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);
       }
