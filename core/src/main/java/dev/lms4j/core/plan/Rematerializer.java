@@ -696,7 +696,9 @@ public final class Rematerializer {
       if (fitK >= 0 && failK > fitK) {
         int lo = fitK;
         int hi = failK;
-        while (hi - lo > 1 && sims < o.maxSimulations()) {
+        // to within 1/32 of the articulation ops: the rest is left to step 2
+        int tolerance = Math.max(1, m / 32);
+        while (hi - lo > tolerance && sims < o.maxSimulations()) {
           int mid = (lo + hi) >>> 1;
           Eval e = undone(arts, mid);
           if (e.peak() <= limit) {
@@ -718,7 +720,7 @@ public final class Rematerializer {
       int idx = k;
       int chunk = Math.max(1, (m - idx) / 2);
       int tries = 0;
-      while (cur.peak() <= limit && idx < m && tries++ < 16 && sims < o.maxSimulations()) {
+      while (cur.peak() <= limit && idx < m && tries++ < 8 && sims < o.maxSimulations()) {
         List<Integer> batch = arts.subList(idx, Math.min(m, idx + chunk));
         batch.forEach(v -> inS[v] = false);
         Eval next = new Eval();
