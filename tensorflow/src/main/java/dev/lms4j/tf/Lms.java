@@ -72,7 +72,9 @@ public final class Lms {
     /**
      * Recompute cheap forward ops in the backward pass (grappler-style groups): the ops marked
      * {@code _recompute_hint} when there are any, else groups chosen to fit the budget, else
-     * (no budget) every cheap group.
+     * (no budget) every cheap group. With {@link Builder#rematMode} STANDARD or PATH, XLA-style
+     * rematerialization ({@link Rematerializer}) chooses the ops instead, under the budget times
+     * the memory ratio.
      */
     RECOMPUTE,
     /**
