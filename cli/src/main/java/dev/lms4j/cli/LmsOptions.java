@@ -2,6 +2,7 @@ package dev.lms4j.cli;
 
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.schedule.Scheduling;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.core.report.Sizes;
 import java.nio.file.Path;
@@ -72,6 +73,30 @@ final class LmsOptions {
           + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default ${DEFAULT-VALUE}: kernel scratch memory and fragmentation need the rest).")
   double memRatio;
 
+  @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",
+      description = "How --lms remat chooses ops: groups (grappler-style groups of cheap ops, "
+          + "the default) | standard (XLA's rematerialization: best bytes saved per recompute "
+          + "cost at the peak, in growing blocks) | path (whole paths, then articulation ops "
+          + "kept while within the budget).")
+  String rematMode;
+
+  @Option(names = "--small-node-limit", paramLabel = "MiB", defaultValue = "0",
+      description = "remat standard/path: tensors smaller than this many MiB are never "
+          + "recomputed (default ${DEFAULT-VALUE}).")
+  double smallNodeLimit;
+
+  @Option(names = "--scheduler", paramLabel = "NAME", defaultValue = "none",
+      description = "Scheduling step before planning, for every --lms mode: none (default) | "
+          + "postorder | dfs | list | best. AddN ops become chains that add gradients as they "
+          + "arrive, and the scheduler's order is enforced with control edges where needed "
+          + "(kept only when it lowers the simulated peak).")
+  String scheduler;
+
+  @Option(names = "--remat-dump", paramLabel = "FILE",
+      description = "remat standard/path: write per-op memory and the decisions here "
+          + "(JSON when FILE ends in .json, else tab-separated).")
+  Path rematDump;
+
   @Option(names = "--debug", description = "Log the plan in detail.") boolean debug;
 
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
@@ -104,7 +129,33 @@ final class LmsOptions {
     if (swapDir != null) {
       b.swapDir(swapDir);
     }
-    return b.build();
+    return configure(b).build();
+  }
+
+  /** Sets the remat mode, small-node limit, scheduler and dump file on {@code b}. */
+  Lms.Builder configure(Lms.Builder b) {
+    b.rematMode(rematMode()).smallNodeLimitBytes(smallNodeLimitBytes())
+        .scheduler(Scheduling.Scheduler.parse(scheduler));
+    if (rematDump != null) {
+      b.rematDump(rematDump);
+    }
+    return b;
+  }
+
+  Lms.RematMode rematMode() {
+    try {
+      return Lms.RematMode.valueOf(rematMode.trim().toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("unknown --remat-mode '" + rematMode
+          + "' (expected groups, standard or path)");
+    }
+  }
+
+  long smallNodeLimitBytes() {
+    if (!(smallNodeLimit >= 0) || Double.isInfinite(smallNodeLimit)) {
+      throw new IllegalArgumentException("--small-node-limit must be a number of MiB >= 0");
+    }
+    return (long) (smallNodeLimit * 1048576);
   }
 
   long budgetBytes() {
@@ -128,6 +179,13 @@ final class LmsOptions {
     mode();
     budgetBytes();
     params(batch);
+    rematMode();
+    smallNodeLimitBytes();
+    Scheduling.Scheduler.parse(scheduler);
+    if (mode() == LmsMode.REMAT && rematMode() != Lms.RematMode.GROUPS && budgetBytes() <= 0) {
+      throw new IllegalArgumentException("--remat-mode " + rematMode.trim().toLowerCase(
+          java.util.Locale.ROOT) + " needs --budget");
+    }
     if (!(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
     }

@@ -64,6 +64,7 @@ final class Pipeline {
         }
         Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
             .strategy(o.strategy(params));
+        o.configure(b);
         if (budget > 0) {
           b.budget(budget);
         }
@@ -81,7 +82,7 @@ final class Pipeline {
       SwapPlan plan = lms.plan();
       var rp = lms.recompute();
       Reports.lms(report, lms, mode == LmsMode.OFF ? null
-          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode)
+          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode, o.rematMode())
           : paramsJson(lms, lms.rewritten()));
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
@@ -91,6 +92,13 @@ final class Pipeline {
               : String.format(Locale.ROOT, " (%d ops recomputed in %d groups; %d swap-outs, %d "
                   + "swap-ins, %s)", rp.clonedOps(), rp.groups().size(), plan.swapOuts().size(),
                   plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
+      if (lms.scheduling() != null) {
+        var sc = lms.scheduling();
+        out.printf(Locale.ROOT, "Scheduling: %s order, %d AddN chains, %d control edges; "
+            + "simulated peak %s -> %s%n", sc.kind().name().toLowerCase(Locale.ROOT),
+            sc.chains().size(), sc.edges().size(), Sizes.mib(sc.peakBefore()),
+            Sizes.mib(sc.peakAfter()));
+      }
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);
       }
@@ -161,9 +169,15 @@ final class Pipeline {
     return n;
   }
 
-  private static ObjectNode rematJson(LmsResult lms, LmsMode mode) {
+  private static ObjectNode rematJson(LmsResult lms, LmsMode mode,
+      dev.lms4j.tf.Lms.RematMode rematMode) {
     ObjectNode n = new ObjectMapper().createObjectNode();
-    n.put("planner", mode == LmsMode.SQRT ? "sqrt-checkpoint" : "grappler-recompute")
+    String remat = switch (rematMode) {
+      case STANDARD -> "xla-remat-standard";
+      case PATH -> "xla-remat-path";
+      default -> "grappler-recompute";
+    };
+    n.put("planner", mode == LmsMode.SQRT ? "sqrt-checkpoint" : remat)
         .put("lms_needed", lms.rewritten())
         .put("groups", lms.recompute().groups().size());
     return n;

@@ -31,6 +31,12 @@ final class Reports {
     r.plan(lms.plan().swapOuts().size(), lms.plan().swapInCount(), lms.plan().swapOutBytes(),
         lms.recompute().clonedOps(), lms.recompute().bytes(), lms.planningMs(), parameters);
     r.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
+    if (lms.scheduling() != null) {
+      var s = lms.scheduling();
+      r.extra("scheduling").put("schedule", s.kind().name().toLowerCase(java.util.Locale.ROOT))
+          .put("addn_chains", s.chains().size()).put("control_edges", s.edges().size())
+          .put("peak_before_bytes", s.peakBefore()).put("peak_after_bytes", s.peakAfter());
+    }
   }
 
   /** Writes the report when a file was asked for. */

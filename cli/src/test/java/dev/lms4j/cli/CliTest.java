@@ -150,6 +150,40 @@ class CliTest {
   }
 
   @Test
+  void rematModesSchedulerAndDump() throws Exception {
+    for (String mode : new String[] {"standard", "path"}) {
+      Path report = dir.resolve(mode + ".json");
+      Path dump = dir.resolve(mode + "-dump." + (mode.equals("path") ? "json" : "tsv"));
+      assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", "remat",
+          "--remat-mode", mode, "--small-node-limit", "1", "--scheduler", "best",
+          "--remat-dump", dump.toString(), "--budget", "150MiB", "--report", report.toString()))
+          .as(err).isEqualTo(0);
+      JsonNode r = new ObjectMapper().readTree(report.toFile());
+      assertThat(r.get("plan").get("parameters").get("planner").asText())
+          .isEqualTo("xla-remat-" + mode);
+      assertThat(r.get("plan").get("recomputed_ops").asInt()).isPositive();
+      assertThat(r.get("predicted_peak_bytes").get("after").asLong())
+          .isLessThanOrEqualTo((long) (150 * 1048576 * 0.8));
+      assertThat(dump).isNotEmptyFile();
+      assertThat(Files.readString(dump)).contains("rematerialized");
+    }
+    assertThat(run("analyze", "--help")).isEqualTo(0);
+    assertThat(out).contains("--remat-mode").contains("--small-node-limit")
+        .contains("--scheduler").contains("--remat-dump");
+    String[][] bad = {
+        {"--remat-mode", "sometimes"}, {"--scheduler", "fifo"}, {"--small-node-limit", "-1"},
+        {"--small-node-limit", "many"}};
+    for (String[] b : bad) {
+      assertThat(run("analyze", "--model", "mlp", "--lms", "remat", "--budget", "150MiB",
+          b[0], b[1])).as(String.join(" ", b)).isEqualTo(2);
+      assertThat(err).contains(b[0].equals("--small-node-limit") ? "small-node-limit" : b[1]);
+    }
+    assertThat(run("analyze", "--model", "mlp", "--lms", "remat", "--remat-mode", "path"))
+        .isEqualTo(2);
+    assertThat(err).contains("needs --budget");
+  }
+
+  @Test
   void rewriteWritesARewrittenGraphThatRuns() throws Exception {
     Path out = dir.resolve("out.pb");
     assertThat(run("rewrite", "--graph", pb.toString(), "--manifest", manifest.toString(),

@@ -7,11 +7,13 @@ import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.RecomputePlanner;
+import dev.lms4j.core.plan.Rematerializer;
 import dev.lms4j.core.plan.SqrtCheckpointPlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
 import java.util.Map;
 import java.util.Objects;
@@ -48,6 +50,20 @@ public final class Lms {
   private final Path swapDir;
   private final Strategy strategy;
   private final CostModel costModel;
+  private final RematMode rematMode;
+  private final long smallNodeLimitBytes;
+  private final Scheduling.Scheduler scheduler;
+  private final Path rematDump;
+
+  /** How the {@link Strategy#RECOMPUTE} strategy chooses ops (when no op has a hint). */
+  public enum RematMode {
+    /** Grappler-style groups of cheap ops, largest saving first (the default). */
+    GROUPS,
+    /** XLA's standard rematerialization ({@link Rematerializer.Mode#STANDARD}); needs a budget. */
+    STANDARD,
+    /** Path rematerialization ({@link Rematerializer.Mode#PATH}); needs a budget. */
+    PATH
+  }
 
   /** What the rewrite does to save memory. */
   public enum Strategy {
@@ -56,7 +72,9 @@ public final class Lms {
     /**
      * Recompute cheap forward ops in the backward pass (grappler-style groups): the ops marked
      * {@code _recompute_hint} when there are any, else groups chosen to fit the budget, else
-     * (no budget) every cheap group.
+     * (no budget) every cheap group. With {@link Builder#rematMode} STANDARD or PATH, XLA-style
+     * rematerialization ({@link Rematerializer}) chooses the ops instead, under the budget times
+     * the memory ratio.
      */
     RECOMPUTE,
     /**
@@ -83,6 +101,13 @@ public final class Lms {
     this.swapDir = b.swapDir;
     this.strategy = b.strategy;
     this.costModel = b.costModel;
+    this.rematMode = b.rematMode;
+    this.smallNodeLimitBytes = b.smallNodeLimitBytes;
+    this.scheduler = b.scheduler;
+    this.rematDump = b.rematDump;
+    if (strategy == Strategy.RECOMPUTE && rematMode != RematMode.GROUPS && budgetBytes <= 0) {
+      throw new IllegalArgumentException("remat mode " + rematMode + " needs a budget");
+    }
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
     }
@@ -182,6 +207,19 @@ public final class Lms {
             + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
       }
     }
+    Scheduling.Result scheduled = Scheduling.apply(model, scheduler);
+    if (scheduled.changed()) {
+      gd = ScheduleRewriter.rewrite(AddNRewriter.rewrite(gd, scheduled.chains()),
+          scheduled.edges());
+      model = scheduled.graph();
+    }
+    LmsResult r = plan(gd, model, stats, before, t0, trainOp);
+    return scheduled.changed() ? r.withScheduling(scheduled) : r;
+  }
+
+  /** Plans and rewrites with the strategy, on the (scheduled) graph and its model. */
+  private LmsResult plan(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
+      long t0, String trainOp) {
     if (strategy == Strategy.RECOMPUTE) {
       return recompute(gd, model, stats, before, t0);
     }
@@ -233,6 +271,8 @@ public final class Lms {
     if (!hints.isEmpty()) {
       plan = RecomputePlanner.manual(model, hints);
       after = RecomputePlanner.peak(model, plan);
+    } else if (rematMode != RematMode.GROUPS) {
+      return rematerialize(gd, model, stats, before, t0);
     } else if (budgetBytes > 0) {
       RecomputePlanner.Result r = RecomputePlanner.underBudget(model, budgetBytes, memRatio);
       if (!r.needed()) {
@@ -252,6 +292,39 @@ public final class Lms {
         mib(after));
     return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
         !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
+  }
+
+  private LmsResult rematerialize(GraphDef gd, DataflowGraph model, GraphStats stats,
+      long before, long t0) {
+    long limit = (long) (budgetBytes * memRatio);
+    Rematerializer.Options o = Rematerializer.Options.defaults()
+        .withMode(rematMode == RematMode.PATH ? Rematerializer.Mode.PATH
+            : Rematerializer.Mode.STANDARD)
+        .withSmallNodeLimit(smallNodeLimitBytes).withCostModel(costModel);
+    Rematerializer.Result r = Rematerializer.bestEffort(model, limit, o);
+    if (rematDump != null) {
+      r.dump(rematDump);
+    }
+    if (!r.fits()) {
+      long need = (long) Math.ceil(r.peakAfter() / memRatio);
+      throw new PlanningException("Rematerialization (" + rematMode.name().toLowerCase(
+          java.util.Locale.ROOT) + ") cannot fit a budget of " + mib(budgetBytes)
+          + " MiB: the smallest simulated peak was " + mibUp(r.peakAfter()) + " MiB. The "
+          + "smallest budget that could work with it is about " + mibUp(need) + " MiB.", need);
+    }
+    if (!r.needed()) {
+      LOG.info("[LMS][0] Rematerialization is not necessary (simulated peak {} MiB).",
+          mib(r.peakBefore()));
+      return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, r.peakBefore(),
+          false, ms(t0), 0);
+    }
+    RecomputePlan plan = r.plan();
+    GraphDef out = RecomputeRewriter.rewrite(gd, plan);
+    LOG.info("[LMS][0] Rematerializing ({}) {} operations in {} groups; predicted peak {} MiB "
+        + "-> {} MiB", rematMode.name().toLowerCase(java.util.Locale.ROOT), plan.clonedOps(),
+        plan.groups().size(), mib(before), mib(r.peakAfter()));
+    return new LmsResult(out, SwapPlan.empty(params), model, stats, before, r.peakAfter(), true,
+        ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
   }
 
   private LmsResult auto(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
@@ -331,8 +404,45 @@ public final class Lms {
     private Path swapDir;
     private Strategy strategy = Strategy.SWAP;
     private CostModel costModel = CostModel.defaults();
+    private RematMode rematMode = RematMode.GROUPS;
+    private long smallNodeLimitBytes;
+    private Scheduling.Scheduler scheduler = Scheduling.Scheduler.NONE;
+    private Path rematDump;
 
     private Builder() {}
+
+    /**
+     * How {@link Strategy#RECOMPUTE} chooses ops: grappler-style groups (default) or XLA-style
+     * rematerialization under the budget times the memory ratio ({@link Rematerializer}).
+     */
+    public Builder rematMode(RematMode m) {
+      this.rematMode = Objects.requireNonNull(m);
+      return this;
+    }
+
+    /** Tensors smaller than this are never rematerialized (standard and path modes). */
+    public Builder smallNodeLimitBytes(long bytes) {
+      if (bytes < 0) {
+        throw new IllegalArgumentException("small node limit must be >= 0");
+      }
+      this.smallNodeLimitBytes = bytes;
+      return this;
+    }
+
+    /**
+     * The scheduling step run before planning, for every strategy: AddN chains and the
+     * scheduler's order enforced by control edges ({@link Scheduling}); default none.
+     */
+    public Builder scheduler(Scheduling.Scheduler s) {
+      this.scheduler = Objects.requireNonNull(s);
+      return this;
+    }
+
+    /** Writes the rematerializer's per-op memory and decisions here (.json or TSV). */
+    public Builder rematDump(Path file) {
+      this.rematDump = file;
+      return this;
+    }
 
     /** The cost model the auto strategy compares plans with (default: {@link CostModel#defaults()}). */
     public Builder costModel(CostModel cm) {

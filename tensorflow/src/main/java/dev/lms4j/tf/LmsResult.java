@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.schedule.Scheduling;
 import org.tensorflow.proto.GraphDef;
 
 /**
@@ -18,10 +19,26 @@ import org.tensorflow.proto.GraphDef;
  * @param planningMs        wall time of import, planning and rewrite
  * @param addedNodes        GraphDef nodes added
  * @param recompute         the recomputation plan (empty for swapping)
+ * @param scheduling        the scheduling step run before planning (null when none changed
+ *                          the graph); its peaks are the simulated peak before and after it
  */
 public record LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,
     long predictedPeakBefore, long predictedPeakAfter, boolean rewritten, long planningMs,
-    int addedNodes, RecomputePlan recompute) {
+    int addedNodes, RecomputePlan recompute, Scheduling.Result scheduling) {
+
+  /** A result without a scheduling step. */
+  public LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,
+      long predictedPeakBefore, long predictedPeakAfter, boolean rewritten, long planningMs,
+      int addedNodes, RecomputePlan recompute) {
+    this(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter, rewritten,
+        planningMs, addedNodes, recompute, null);
+  }
+
+  /** The same result with the scheduling step that preceded planning. */
+  public LmsResult withScheduling(Scheduling.Result s) {
+    return new LmsResult(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter,
+        rewritten || s.changed(), planningMs, addedNodes, recompute, s);
+  }
 
   /** A result of swapping (no recomputation). */
   public LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,

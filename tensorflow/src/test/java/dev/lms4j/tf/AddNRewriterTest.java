@@ -38,7 +38,7 @@ class AddNRewriterTest {
    * branches' input gradients: two AddNs of four 32 KiB inputs. Feeds as TinyNet's (x, labels),
    * so {@link SwapRewriterTest#executedGraph} runs it.
    */
-  private static TrainingGraph branchyNet() {
+  static TrainingGraph branchyNet() {
     try (Graph g = new Graph()) {
       Ops tf = Ops.create(g);
       Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
