@@ -70,6 +70,8 @@ public final class ModelBench {
     GRAPPLER_SCHEDULING("grappler-sched", null, RewriterConfig.MemOptType.SCHEDULING_HEURISTICS),
     TFLMS("tflms", Lms.Strategy.SWAP, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
     REMAT("remat", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    /** XLA-style rematerialization (standard mode) under the budget. */
+    REMAT_XLA("remat-xla", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
     AUTO("auto", Lms.Strategy.AUTO, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
     SQRT("sqrt", Lms.Strategy.SQRT, RewriterConfig.MemOptType.DEFAULT_MEM_OPT);
 
@@ -230,7 +232,11 @@ public final class ModelBench {
         return new Planned(tg, null, null);
       }
       try {
-        LmsResult lr = Lms.builder().budget(budget).strategy(m.strategy).build().rewrite(tg);
+        Lms.Builder b = Lms.builder().budget(budget).strategy(m.strategy);
+        if (m == Method.REMAT_XLA) {
+          b.rematMode(Lms.RematMode.STANDARD);
+        }
+        LmsResult lr = b.build().rewrite(tg);
         return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null);
       } catch (PlanningException e) {
         return new Planned(null, null, e.getMessage());
