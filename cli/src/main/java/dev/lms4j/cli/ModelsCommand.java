@@ -12,8 +12,8 @@ final class ModelsCommand implements Callable<Integer> {
   @Override
   public Integer call() {
     for (ModelSpec m : ModelZoo.all()) {
-      System.out.printf("%-8s %s%n", m.name(), m.description());
-      System.out.printf("         default batch %d; options:", m.defaultBatch());
+      System.out.printf("%-10s %s%n", m.name(), m.description());
+      System.out.printf("           default batch %d; options:", m.defaultBatch());
       m.defaultOptions().forEach((k, v) -> System.out.print(" " + k + "=" + v));
       System.out.println();
     }

@@ -22,6 +22,7 @@ import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 import org.tensorflow.types.TFloat32;
 import org.tensorflow.types.TInt32;
+import org.tensorflow.types.TInt64;
 
 /**
  * The machinery shared by the models: seeded variables with their initialisers, the loss, the
@@ -102,6 +103,29 @@ final class GraphBuilder implements AutoCloseable {
     return v;
   }
 
+  /** A variable {@code scope/name} initialised to ones (for normalisation scales). */
+  Variable<TFloat32> ones(Ops scope, String name, Shape shape) {
+    Variable<TFloat32> v = scope.withName(name).variable(shape, TFloat32.class);
+    Ops init = scope.withSubScope(name + "_init");
+    register(v, init.assign(v, init.fill(init.constant(shape.asArray()), init.constant(1f))));
+    return v;
+  }
+
+  /**
+   * A weight variable {@code scope/name} initialised from a seeded normal truncated at two
+   * standard deviations, with standard deviation {@code stddev} (GPT-2 uses 0.02).
+   */
+  Variable<TFloat32> normalWeight(Ops scope, String name, Shape shape, double stddev) {
+    Variable<TFloat32> v = scope.withName(name).variable(shape, TFloat32.class);
+    Ops init = scope.withSubScope(name + "_init");
+    Operand<TFloat32> unit = init.random.truncatedNormal(init.constant(shape.asArray()),
+        TFloat32.class, TruncatedNormal.seed(seed),
+        TruncatedNormal.seed2((long) variables.size() + 1));
+    float scale = (float) (stddev / TRUNCATED_STDDEV);
+    register(v, init.assign(v, init.math.mul(unit, init.constant(scale))));
+    return v;
+  }
+
   /**
    * A zero-initialised optimizer slot {@code train/<variable with _ for />_<name>} of
    * {@code v}'s shape, initialised by {@code init} but neither trained nor counted as a
@@ -125,6 +149,16 @@ final class GraphBuilder implements AutoCloseable {
     Operand<TInt32> axis = m.constant(1);
     Operand<TFloat32> correct = m.dtypes.cast(m.math.equal(m.math.argMax(logits, axis),
         m.math.argMax(labels, axis)), TFloat32.class);
+    tf.withName("accuracy").math.mean(correct, m.constant(0));
+  }
+
+  /**
+   * The scalar {@code accuracy} over flat {@code [n]} class ids: the mean of
+   * {@code predicted == expected} (helper ops under {@code metrics/}).
+   */
+  void accuracyOfIds(Operand<TInt64> predicted, Operand<TInt64> expected) {
+    Ops m = tf.withSubScope("metrics");
+    Operand<TFloat32> correct = m.dtypes.cast(m.math.equal(predicted, expected), TFloat32.class);
     tf.withName("accuracy").math.mean(correct, m.constant(0));
   }
 
@@ -162,7 +196,30 @@ final class GraphBuilder implements AutoCloseable {
       Placeholder<TFloat32> labels, Optimizer optimizer) {
     Operand<TFloat32> xent = tf.nn.softmaxCrossEntropyWithLogits(logits, labels).loss();
     Operand<TFloat32> loss = tf.withName("loss").math.mean(xent, tf.constant(new int[] {0}));
+    accuracy(logits, labels);
+    return finish(model, List.of(feed(x, "normal"), feed(labels, "onehot")), loss, optimizer);
+  }
 
+  /** The manifest feed of a float32 placeholder with fill {@code fill}. */
+  static Manifest.Feed feed(Placeholder<TFloat32> p, String fill) {
+    return new Manifest.Feed(p.op().name(), "float32", p.shape().asArray(), fill);
+  }
+
+  /**
+   * Adds gradients, updates, {@code train_op} and {@code init}, and exports the graph. The caller
+   * has built the loss (the scalar op named {@code loss}) and the metric (the float32 scalar op
+   * named {@code accuracy}).
+   *
+   * @param model     model name, for logging
+   * @param feeds     the manifest's feeds, in order
+   * @param loss      the scalar loss, an op named {@code loss}
+   * @param optimizer the update rule
+   */
+  TrainingGraph finish(String model, List<Manifest.Feed> feeds, Operand<TFloat32> loss,
+      Optimizer optimizer) {
+    if (!loss.op().name().equals("loss") || graph.operation("accuracy") == null) {
+      throw new IllegalStateException(model + ": the graph needs ops named loss and accuracy");
+    }
     Output<?>[] vars = new Output<?>[variables.size()];
     for (int i = 0; i < vars.length; i++) {
       vars[i] = variables.get(i).asOutput();
@@ -190,15 +247,12 @@ final class GraphBuilder implements AutoCloseable {
             momentum));
       }
     }
-    accuracy(logits, labels);
     tf.withControlDependencies(updates).withName("train_op").noOp();
     tf.withControlDependencies(assigns).withName("init").noOp();
 
     GraphDef def = canonical(graph.toGraphDef());
-    Manifest manifest = new Manifest(List.of(
-        new Manifest.Feed(x.op().name(), "float32", x.shape().asArray(), "normal"),
-        new Manifest.Feed(labels.op().name(), "float32", labels.shape().asArray(), "onehot")),
-        "loss:0", "train_op", "init", Map.of("accuracy", "accuracy:0"));
+    Manifest manifest = new Manifest(feeds, "loss:0", "train_op", "init",
+        Map.of("accuracy", "accuracy:0"));
     LOG.debug("built {}: {} ops, {} variables, {} parameters", model, def.getNodeCount(),
         variables.size(), parameters);
     return new TrainingGraph(def, manifest);

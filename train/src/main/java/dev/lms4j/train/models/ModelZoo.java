@@ -4,7 +4,10 @@ import java.util.List;
 import java.util.Optional;
 
 /**
- * The registry of built-in models: {@code mlp}, {@code resnet} and {@code lenet}.
+ * The registry of built-in models: {@code mlp}, {@code resnet} and {@code lenet} (small models
+ * for tests and demos), and the published architectures {@code resnet18}, {@code resnet50},
+ * {@code resnet101}, {@code vgg16}, {@code unet3d} and {@code gpt2} (small by default; their
+ * published sizes are option sets, see docs/models.md).
  *
  * <pre>{@code
  * TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of("dense", "512"));
@@ -13,7 +16,8 @@ import java.util.Optional;
 public final class ModelZoo {
 
   private static final List<ModelSpec> ALL = List.of(new MlpModel(), new ResNetModel(),
-      new LeNetModel());
+      new LeNetModel(), ResNetV1Model.resnet18(), ResNetV1Model.resnet50(),
+      ResNetV1Model.resnet101(), new Vgg16Model(), new UNet3dModel(), new Gpt2Model());
 
   private ModelZoo() {}
 

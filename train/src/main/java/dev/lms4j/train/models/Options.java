@@ -59,6 +59,17 @@ final class Options {
     return n;
   }
 
+  /** A text option that must be one of {@code allowed}. */
+  String choice(String key, String... allowed) {
+    String v = values.get(key);
+    for (String a : allowed) {
+      if (a.equals(v)) {
+        return v;
+      }
+    }
+    throw bad(key, v, "one of " + String.join(", ", allowed));
+  }
+
   /** Any long option. */
   long longValue(String key) {
     String v = values.get(key);

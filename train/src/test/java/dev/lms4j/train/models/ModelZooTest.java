@@ -35,20 +35,33 @@ class ModelZooTest {
   private static final Map<String, Map<String, String>> SMALL = Map.of(
       "mlp", Map.of("layers", "3", "width", "32", "input", "20", "classes", "5"),
       "resnet", Map.of("blocks", "1", "stages", "2", "width", "8", "image", "16", "classes", "5"),
-      "lenet", Map.of("width", "4", "dense", "16", "image", "10", "classes", "5"));
+      "lenet", Map.of("width", "4", "dense", "16", "image", "10", "classes", "5"),
+      "resnet18", Map.of("width", "4", "image", "32", "classes", "5"),
+      "resnet50", Map.of("width", "2", "image", "32", "classes", "5"),
+      "resnet101", Map.of("width", "1", "image", "32", "classes", "5"),
+      "vgg16", Map.of("width", "2", "fc", "8", "image", "32", "classes", "5"),
+      "unet3d", Map.of("width", "2", "side", "8", "levels", "3", "classes", "5"),
+      "gpt2", Map.of("layers", "2", "width", "16", "heads", "2", "seq", "8", "vocab", "5"));
+
+  /** Models whose only output dimension is the label's last one ({@code gpt2} has no labels). */
+  private static final Set<String> TOKENS = Set.of("gpt2");
 
   static Stream<String> models() {
     return ModelZoo.all().stream().map(ModelSpec::name);
   }
 
+  /** Built graphs, shared by the tests (resnet101 takes seconds to build). */
+  private static final Map<String, TrainingGraph> BUILT = new java.util.concurrent.ConcurrentHashMap<>();
+
   private static TrainingGraph small(String name) {
-    return ModelZoo.getOrThrow(name).build(BATCH, SMALL.get(name));
+    return BUILT.computeIfAbsent(name, n -> ModelZoo.getOrThrow(n).build(BATCH, SMALL.get(n)));
   }
 
   @Test
   void zooHasTheModelsWithDocumentedDefaults() {
     assertThat(ModelZoo.all()).extracting(ModelSpec::name)
-        .containsExactly("mlp", "resnet", "lenet");
+        .containsExactly("mlp", "resnet", "lenet", "resnet18", "resnet50", "resnet101", "vgg16",
+            "unet3d", "gpt2");
     assertThat(SMALL.keySet()).containsExactlyInAnyOrderElementsOf(
         models().collect(Collectors.toSet()));
     assertThat(ModelZoo.getOrThrow("mlp").defaultOptions())
@@ -80,19 +93,29 @@ class ModelZooTest {
   void manifestFollowsTheContract(String name) {
     TrainingGraph tg = small(name);
     Manifest m = tg.manifest();
-    int classes = Integer.parseInt(SMALL.get(name).get("classes"));
-
     assertThat(m.loss()).isEqualTo("loss:0");
     assertThat(m.trainOp()).isEqualTo("train_op");
     assertThat(m.init()).isEqualTo("init");
-    assertThat(m.feeds()).extracting(Manifest.Feed::name).containsExactly("x", "labels");
     Manifest.Feed x = m.feeds().get(0);
-    Manifest.Feed labels = m.feeds().get(1);
+    assertThat(x.name()).isEqualTo("x");
     assertThat(x.dtype()).isEqualTo("float32");
-    assertThat(x.fill()).isEqualTo("normal");
     assertThat(x.batch()).isEqualTo(BATCH);
-    assertThat(labels).isEqualTo(
-        new Manifest.Feed("labels", "float32", new long[] {BATCH, classes}, "onehot"));
+    if (TOKENS.contains(name)) {
+      // token ids come from one uniform feed of seq + 1 positions
+      assertThat(m.feeds()).hasSize(1);
+      assertThat(x).isEqualTo(new Manifest.Feed("x", "float32", new long[] {BATCH, 9}, "uniform"));
+    } else {
+      int classes = Integer.parseInt(SMALL.get(name).get("classes"));
+      assertThat(m.feeds()).extracting(Manifest.Feed::name).containsExactly("x", "labels");
+      assertThat(x.fill()).isEqualTo("normal");
+      Manifest.Feed labels = m.feeds().get(1);
+      assertThat(labels.fill()).isEqualTo("onehot");
+      assertThat(labels.batch()).isEqualTo(BATCH);
+      assertThat(labels.shape()[labels.shape().length - 1]).isEqualTo(classes);
+      if (!name.equals("unet3d")) {
+        assertThat(labels.shape()).containsExactly(BATCH, classes);
+      }
+    }
     assertThat(m.batchSize()).isEqualTo(BATCH);
     assertThat(Manifest.parse(m.toJson())).isEqualTo(m);
 
@@ -102,7 +125,9 @@ class ModelZooTest {
     assertThat(nodes.get("init").getOp()).isEqualTo("NoOp");
     assertThat(nodes.get("train_op").getOp()).isEqualTo("NoOp");
     assertThat(nodes.get("x").getOp()).isEqualTo("Placeholder");
-    assertThat(nodes.get("labels").getOp()).isEqualTo("Placeholder");
+    if (!TOKENS.contains(name)) {
+      assertThat(nodes.get("labels").getOp()).isEqualTo("Placeholder");
+    }
 
     assertThat(m.metrics()).containsExactly(Map.entry("accuracy", "accuracy:0"));
     assertThat(nodes.get("accuracy").getOp()).isEqualTo("Mean");
@@ -165,11 +190,13 @@ class ModelZooTest {
   @ParameterizedTest
   @MethodSource("models")
   void buildsAreDeterministic(String name) {
-    GraphDef a = small(name).graphDef();
-    GraphDef b = small(name).graphDef();
+    TrainingGraph first = small(name);
+    TrainingGraph again = ModelZoo.getOrThrow(name).build(BATCH, SMALL.get(name));
+    GraphDef a = first.graphDef();
+    GraphDef b = again.graphDef();
     assertThat(b).isEqualTo(a);
     assertThat(b.toByteArray()).isEqualTo(a.toByteArray());
-    assertThat(small(name).manifest()).isEqualTo(small(name).manifest());
+    assertThat(again.manifest()).isEqualTo(first.manifest());
   }
 
   @ParameterizedTest
@@ -189,7 +216,7 @@ class ModelZooTest {
     ModelSpec m = ModelZoo.getOrThrow(name);
     assertThatThrownBy(() -> m.build(BATCH, Map.of("bogus", "1")))
         .isInstanceOf(IllegalArgumentException.class)
-        .hasMessageContaining("bogus").hasMessageContaining("classes");
+        .hasMessageContaining("bogus").hasMessageContaining("width");
   }
 
   @ParameterizedTest
@@ -199,8 +226,9 @@ class ModelZooTest {
     assertThatThrownBy(() -> m.build(BATCH, Map.of("width", "wide")))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("width").hasMessageContaining("wide");
-    assertThatThrownBy(() -> m.build(BATCH, Map.of("classes", "0")))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("classes");
+    String classes = TOKENS.contains(name) ? "vocab" : "classes";
+    assertThatThrownBy(() -> m.build(BATCH, Map.of(classes, "0")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining(classes);
     assertThatThrownBy(() -> m.build(BATCH, Map.of("lr", "-1")))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("lr");
     assertThatThrownBy(() -> m.build(0, Map.of()))
@@ -212,7 +240,7 @@ class ModelZooTest {
     for (ModelSpec m : ModelZoo.all()) {
       Map<String, String> opts = new HashMap<>(m.defaultOptions());
       opts.putAll(SMALL.get(m.name()));
-      assertThat(m.build(2, opts).graphDef()).isEqualTo(m.build(2, SMALL.get(m.name())).graphDef());
+      assertThat(m.build(BATCH, opts).graphDef()).isEqualTo(small(m.name()).graphDef());
     }
   }
 
@@ -222,7 +250,10 @@ class ModelZooTest {
     TrainingGraph tg = small(name);
     NodeDef xent = tg.graphDef().getNodeList().stream()
         .filter(n -> n.getOp().equals("SoftmaxCrossEntropyWithLogits")).findFirst().orElseThrow();
+    // the cross entropy's inputs: [rows, classes] logits and one-hot targets (per voxel for
+    // unet3d, per position for gpt2)
     String logitsName = xent.getInput(0);
+    String labelsName = xent.getInput(1);
     Random random = new Random(5);
     ConfigProto config = ConfigProto.newBuilder().setInterOpParallelismThreads(-1).build();
     try (Graph g = new Graph()) {
@@ -231,18 +262,26 @@ class ModelZooTest {
         s.run(tg.manifest().init());
         List<TFloat32> feeds = tg.manifest().feeds().stream().map(f -> synthetic(f, random))
             .toList();
-        try (Result res = s.runner().feed("x", feeds.get(0)).feed("labels", feeds.get(1))
-            .fetch(logitsName).fetch("accuracy").run()) {
-          TFloat32 logits = (TFloat32) res.get(0);
-          TFloat32 labels = feeds.get(1);
+        Session.Runner runner = s.runner();
+        for (int k = 0; k < feeds.size(); k++) {
+          runner.feed(tg.manifest().feeds().get(k).name(), feeds.get(k));
+        }
+        boolean fed = labelsName.equals("labels");
+        if (!fed) {
+          runner.fetch(labelsName);
+        }
+        try (Result res = runner.fetch(logitsName).fetch("accuracy").run()) {
+          TFloat32 logits = (TFloat32) res.get(fed ? 0 : 1);
+          TFloat32 labels = fed ? feeds.get(1) : (TFloat32) res.get(0);
           int rows = (int) logits.shape().get(0);
           int classes = (int) logits.shape().get(1);
           int correct = 0;
           for (int r = 0; r < rows; r++) {
             correct += argmax(logits, r, classes) == argmax(labels, r, classes) ? 1 : 0;
           }
-          assertThat(res.get(1).shape().numDimensions()).isZero();
-          assertThat(((TFloat32) res.get(1)).getFloat()).isEqualTo((float) correct / rows);
+          TFloat32 accuracy = (TFloat32) res.get(fed ? 1 : 2);
+          assertThat(accuracy.shape().numDimensions()).isZero();
+          assertThat(accuracy.getFloat()).isEqualTo((float) correct / rows);
         } finally {
           feeds.forEach(Tensor::close);
         }
@@ -282,6 +321,23 @@ class ModelZooTest {
         .extracting(d -> d.getSize()).containsExactly(7L * 7 * 64, 1024L);
   }
 
+  @Test
+  void unet3dWithValidPaddingCropsTheSkipsAndShrinksTheOutput() {
+    // side 20, 2 levels: 20 -> 18 -> 16 (skip), pool 8 -> 6 -> 4, up 8, skip cropped 16 -> 8,
+    // 8 -> 6 -> 4: labels are 4 x 4 x 4 voxels
+    TrainingGraph tg = ModelZoo.getOrThrow("unet3d").build(2, Map.of("side", "20", "levels", "2",
+        "width", "2", "padding", "valid"));
+    assertThat(tg.manifest().feeds().get(1).shape()).containsExactly(2, 4, 4, 4, 3);
+    assertThat(ofType(tg.graphDef(), "Slice")).extracting(NodeDef::getName)
+        .contains("unet3d/up0/crop");
+    float[] losses = train(tg, 2);
+    assertThat(losses[0]).isFinite();
+    assertThat(losses[1]).isFinite().isNotEqualTo(losses[0]);
+    assertThatThrownBy(() -> ModelZoo.getOrThrow("unet3d").build(1, Map.of("side", "22",
+        "levels", "2", "padding", "valid"))).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("even");
+  }
+
   private static List<NodeDef> ofType(GraphDef def, String type) {
     return def.getNodeList().stream().filter(n -> n.getOp().equals(type)).toList();
   }
@@ -316,12 +372,16 @@ class ModelZooTest {
   }
 
   private static TFloat32 synthetic(Manifest.Feed f, Random random) {
-    assertThat(Set.of("normal", "onehot")).contains(f.fill());
+    assertThat(Set.of("normal", "onehot", "uniform")).contains(f.fill());
     long[] shape = f.shape();
     float[] data = new float[Math.toIntExact(f.elements())];
     if (f.fill().equals("normal")) {
       for (int i = 0; i < data.length; i++) {
         data[i] = (float) random.nextGaussian();
+      }
+    } else if (f.fill().equals("uniform")) {
+      for (int i = 0; i < data.length; i++) {
+        data[i] = random.nextFloat();
       }
     } else {
       int classes = (int) shape[shape.length - 1];
