@@ -36,6 +36,8 @@ import org.knowm.xchart.style.Styler;
  */
 public final class DistanceChart {
   private static final double MIB = 1 << 20;
+  /** Colour of the edges the plan keeps. */
+  static final Color KEPT = new Color(0xa6, 0xbd, 0xd7);
   /** Width of the chart in pixels (two fit side by side on a page). */
   static final int WIDTH = 700;
   /** Height of the chart in pixels. */
@@ -126,7 +128,7 @@ public final class DistanceChart {
     c.getStyler().setYAxisDecimalPattern(byBytes ? "#,##0.#" : "#,##0");
     List<String> labels = h.labels().isEmpty() ? List.of("0") : h.labels();
     String[] names = {"kept", "swapped", "recomputed"};
-    Color[] colors = {new Color(0xa6, 0xbd, 0xd7), MemoryChart.SWAP_OUT, MemoryChart.RECOMPUTE};
+    Color[] colors = {KEPT, MemoryChart.SWAP_OUT, MemoryChart.RECOMPUTE};
     for (int kind = 0; kind < 3; kind++) {
       if (kind > 0 && h.totalEdges(kind) == 0) {
         continue;
