@@ -1,6 +1,7 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.viz.HtmlReport;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -18,10 +19,18 @@ final class AnalyzeCommand implements Callable<Integer> {
   @Mixin LmsOptions lms;
   @Option(names = "--report", paramLabel = "FILE.json") Path report;
   @Mixin PlotOption plot;
+  @Option(names = "--html", paramLabel = "FILE.html",
+      description = "Write one self-contained page (no network) with the report's numbers, the "
+          + "memory plot, the producer-consumer distance histograms and the plan in a sortable "
+          + "table.")
+  Path html;
 
   @Override
   public Integer call() throws Exception {
     plot.check();
+    if (html != null) {
+      HtmlReport.checkTarget(html);
+    }
     Reports.checkWritable(report);
     TrainingGraph tg;
     String name;
@@ -40,6 +49,11 @@ final class AnalyzeCommand implements Callable<Integer> {
     }
     Pipeline.Outcome o = Pipeline.execute(name, tg, lms, 0, System.out);
     Reports.write(o.report(), report);
+    plot.write(name, o, lms, System.out);
+    if (html != null) {
+      Plots.html(html, o.report(), name, Plots.planOf(o, lms), lms, -1);
+      System.out.println("Page: " + html);
+    }
     return o.exitCode();
   }
 }

@@ -149,7 +149,8 @@ final class Pipeline {
         .put("to_levels", k < 0 ? 0 : (1L << (k + 1)) - 1).put("edges", v[0]).put("bytes", v[1]));
   }
 
-  private static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {
+  /** The graph model and simulated peak of {@code tg} without a plan (LMS off). */
+  static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {
     long t0 = System.nanoTime();
     DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
         params.batchSize(), GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());

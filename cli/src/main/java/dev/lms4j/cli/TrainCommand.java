@@ -96,6 +96,7 @@ final class TrainCommand implements Callable<Integer> {
       Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, n,
           new java.io.PrintStream(System.out, true));
       Reports.write(o.report(), report);
+      plot.write(modelArgs.model, o, lms, System.out);
       return o.exitCode();
     }
     if (steps != null) {
@@ -134,6 +135,11 @@ final class TrainCommand implements Callable<Integer> {
         : checkpointBackend, checkpointDir, checkpointEvery, checkpointUnit.equals("epochs"),
         resume, r, System.out);
     Reports.write(r, report);
+    if (plot.plot != null) {
+      // the trainer measures no peak (no traced step): the plan's prediction alone
+      Plots.memory(plot.plot, modelArgs.model, Plots.plan(tg, lms), lms, -1);
+      System.out.println("Plot: " + plot.plot);
+    }
     return code;
   }
 

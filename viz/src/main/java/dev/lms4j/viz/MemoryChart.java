@@ -111,7 +111,7 @@ public final class MemoryChart {
     events(c, "swap-in", t.swapIns(), t, SWAP_IN, SeriesMarkers.TRIANGLE_UP);
     events(c, "recompute", t.recomputes(), t, RECOMPUTE, SeriesMarkers.DIAMOND);
     c.getStyler().setYAxisMax(Math.ceil(top * 1.08 / MIB));
-    c.getStyler().setXAxisMax((double) Math.max(1, len - 1));
+    c.getStyler().setXAxisMax(Math.max(1, len) - 0.5);
     return c;
   }
 
@@ -135,7 +135,10 @@ public final class MemoryChart {
 
   private static void level(XYChart c, String name, long bytes, int len, Color color,
       BasicStroke stroke) {
-    XYSeries s = c.addSeries(name, new double[] {0, Math.max(1, len - 1)},
+    // half a slot past both ends: the x values of the chart are then not all equally spaced,
+    // which makes XChart choose round tick steps (with equally spaced values it labels every
+    // k-th value instead: 0, 29, 58, ...)
+    XYSeries s = c.addSeries(name, new double[] {-0.5, Math.max(1, len) - 0.5},
         new double[] {bytes / MIB, bytes / MIB});
     s.setXYSeriesRenderStyle(XYSeries.XYSeriesRenderStyle.Line);
     s.setMarker(SeriesMarkers.NONE);
