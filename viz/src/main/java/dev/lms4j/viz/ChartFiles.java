@@ -38,6 +38,12 @@ public final class ChartFiles {
 
   private ChartFiles() {}
 
+  /**
+   * Makes sure {@code java.awt.headless} is set before AWT starts (a no-op whose call runs this
+   * class's static initializer); every class of this package that draws calls it first.
+   */
+  static void headless() {}
+
   /** Image formats a chart can be written in. */
   public enum Format {
     /** Scalable vector graphics (text stays text). */

@@ -45,6 +45,10 @@ public final class Charts {
       new Color(0x2ca02c), new Color(0xd62728), new Color(0x9467bd), new Color(0x8c564b),
       new Color(0xe377c2), new Color(0x7f7f7f), new Color(0xbcbd22), new Color(0x17becf)};
 
+  static {
+    ChartFiles.headless();
+  }
+
   private Charts() {}
 
   /**

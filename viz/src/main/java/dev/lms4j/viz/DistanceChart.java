@@ -43,6 +43,10 @@ public final class DistanceChart {
   /** Height of the chart in pixels. */
   static final int HEIGHT = 440;
 
+  static {
+    ChartFiles.headless();
+  }
+
   private DistanceChart() {}
 
   /**

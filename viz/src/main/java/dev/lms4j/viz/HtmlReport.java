@@ -15,12 +15,10 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
-import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
 import java.util.stream.Collectors;
 
 /**
@@ -42,6 +40,10 @@ import java.util.stream.Collectors;
  */
 public final class HtmlReport {
   private static final ObjectMapper JSON = new ObjectMapper();
+
+  static {
+    ChartFiles.headless();
+  }
 
   private HtmlReport() {}
 
@@ -174,10 +176,13 @@ public final class HtmlReport {
         .append("</div><div class=\"k\">").append(esc(label)).append("</div></div>\n");
   }
 
+  /** One row of the plan table. */
+  private record Row(String kind, String action, String tensor, String type, String shape,
+      long bytes, int swapIns, List<List<String>> triggers, List<List<String>> consumers) {}
+
   private static void planTable(StringBuilder h, DataflowGraph model, SwapPlan swap,
       RecomputePlan recompute) {
-    // cells: action, tensor, type, shape, bytes, swap-ins, triggers, consumers
-    List<String[]> rows = new ArrayList<>();
+    List<Row> rows = new ArrayList<>();
     // swap plans name ops of the graph the swap planner saw (recomputed ops cloned)
     DataflowGraph seen = model == null || recompute == null || recompute.isEmpty() ? model
         : RecomputeApplier.apply(model, recompute);
@@ -185,29 +190,27 @@ public final class HtmlReport {
       for (SwapPlan.SwapOut so : swap.swapOuts()) {
         Optional<Op> op = seen == null ? Optional.empty() : seen.op(so.producer());
         Tensor t = op.map(o -> o.output(so.output())).orElse(null);
-        Set<String> trig = new LinkedHashSet<>();
-        List<String> cons = new ArrayList<>();
+        List<List<String>> trig = new ArrayList<>();
+        List<List<String>> cons = new ArrayList<>();
         for (SwapPlan.SwapIn si : so.swapIns()) {
-          trig.addAll(si.triggers());
-          cons.add(String.join(", ", si.consumers()));
+          trig.add(si.triggers());
+          cons.add(si.consumers());
         }
-        rows.add(new String[] {"swap", so.tensorName(), op.map(Op::type).orElse(""),
-            t == null ? so.dtype() : shape(t), Long.toString(so.bytes()),
-            Integer.toString(so.swapIns().size()), String.join("\n", trig),
-            String.join("\n", cons)});
+        rows.add(new Row("swap", "swap", so.tensorName(), op.map(Op::type).orElse(""),
+            t == null ? so.dtype() : shape(t), so.bytes(), so.swapIns().size(), trig, cons));
       }
     }
     if (recompute != null) {
       for (RecomputePlan.Group g : recompute.groups()) {
         for (String name : g.ops()) {
           Optional<Op> op = model == null ? Optional.empty() : model.op(name);
-          long bytes = op.map(Op::transientOutputBytes).orElse(0L);
-          String consumers = g.repoints().stream().filter(r -> r.op().equals(name))
-              .map(RecomputePlan.Repoint::consumer).distinct().collect(Collectors.joining("\n"));
-          rows.add(new String[] {"recompute (" + g.name() + ")", name,
+          List<String> consumers = g.repoints().stream().filter(r -> r.op().equals(name))
+              .map(RecomputePlan.Repoint::consumer).distinct().toList();
+          rows.add(new Row("recompute", "recompute (" + g.name() + ")", name,
               op.map(Op::type).orElse(""),
               op.filter(o -> !o.outputs().isEmpty()).map(o -> shape(o.output(0))).orElse(""),
-              Long.toString(bytes), "", String.join("\n", g.triggers()), consumers});
+              op.map(Op::transientOutputBytes).orElse(0L), -1, List.of(g.triggers()),
+              consumers.isEmpty() ? List.of() : List.of(consumers)));
         }
       }
     }
@@ -216,10 +219,10 @@ public final class HtmlReport {
       h.append("<p>Nothing is swapped or recomputed.</p>\n");
     }
     h.append("<p class=\"note\">").append(rows.size()).append(rows.size() == 1 ? " row" : " rows")
-        .append(": one per swapped tensor (its swap-ins, the ops each swap-in waits for, and the "
-            + "consumers re-pointed to read it; one line per swap-in) and one per recomputed op "
-            + "(its group's triggers and the backward ops that read the clone). Click a column "
-            + "heading to sort.</p>\n")
+        .append(": one per swapped tensor (for each of its swap-ins, one line with the ops it "
+            + "waits for and one with the consumers re-pointed to read it) and one per "
+            + "recomputed op (its group's triggers and the backward ops that read the clone). "
+            + "Click a column heading to sort.</p>\n")
         .append("<table id=\"plan\" class=\"sortable\">\n<thead><tr>");
     String[][] cols = {{"action", "Action", "text"}, {"tensor", "Tensor / op", "text"},
         {"type", "Op type", "text"}, {"shape", "Shape", "text"}, {"bytes", "Size", "num"},
@@ -231,24 +234,54 @@ public final class HtmlReport {
     }
     h.append("</tr></thead>\n<tbody>\n");
     for (int i = 0; i < rows.size(); i++) {
-      String[] r = rows.get(i);
-      h.append("<tr data-index=\"").append(i).append("\" data-bytes=\"").append(r[4])
-          .append("\" class=\"").append(r[0].startsWith("swap") ? "swap" : "recompute")
-          .append("\">");
-      for (int c = 0; c < r.length; c++) {
-        if (c == 4) {
-          h.append("<td class=\"num\" data-sort=\"").append(r[4]).append("\">")
-              .append(esc(size(Long.parseLong(r[4])))).append("</td>");
-        } else if (c == 5) {
-          h.append("<td class=\"num\" data-sort=\"").append(r[5].isEmpty() ? "0" : r[5])
-              .append("\">").append(r[5].isEmpty() ? "&ndash;" : esc(r[5])).append("</td>");
-        } else {
-          h.append("<td>").append(esc(r[c]).replace("\n", "<br>")).append("</td>");
-        }
-      }
+      Row r = rows.get(i);
+      h.append("<tr data-index=\"").append(i).append("\" data-bytes=\"").append(r.bytes())
+          .append("\" class=\"").append(r.kind()).append("\">")
+          .append("<td>").append(esc(r.action())).append("</td>")
+          .append("<td data-sort=\"").append(esc(r.tensor())).append("\">")
+          .append(name(r.tensor())).append("</td>")
+          .append("<td>").append(esc(r.type())).append("</td>")
+          .append("<td class=\"shape\">").append(esc(r.shape())).append("</td>")
+          .append("<td class=\"num\" data-sort=\"").append(r.bytes()).append("\">")
+          .append(esc(size(r.bytes()))).append("</td>")
+          .append("<td class=\"num\" data-sort=\"").append(Math.max(0, r.swapIns()))
+          .append("\">").append(r.swapIns() < 0 ? "&ndash;" : Integer.toString(r.swapIns()))
+          .append("</td>");
+      lists(h, r.triggers());
+      lists(h, r.consumers());
       h.append("</tr>\n");
     }
     h.append("</tbody>\n</table>\n</section>\n");
+  }
+
+  /** A cell with one line per list (per swap-in); long lists show their first names. */
+  private static void lists(StringBuilder h, List<List<String>> lists) {
+    h.append("<td data-sort=\"").append(esc(lists.stream().map(l -> String.join(" ", l))
+        .collect(Collectors.joining(" ")))).append("\">");
+    if (lists.isEmpty() || lists.stream().allMatch(List::isEmpty)) {
+      h.append("&ndash;");
+    }
+    for (List<String> l : lists) {
+      h.append("<div class=\"li\">");
+      int shown = l.size() > 4 ? 3 : l.size();
+      for (int i = 0; i < shown; i++) {
+        h.append(i > 0 ? ", " : "").append(name(l.get(i)));
+      }
+      if (shown < l.size()) {
+        h.append(" <details><summary>").append(l.size() - shown).append(" more</summary>");
+        for (int i = shown; i < l.size(); i++) {
+          h.append(i > shown ? ", " : "").append(name(l.get(i)));
+        }
+        h.append("</details>");
+      }
+      h.append("</div>");
+    }
+    h.append("</td>");
+  }
+
+  /** An op or tensor name that may break after its slashes. */
+  private static String name(String n) {
+    return esc(n).replace("/", "/<wbr>");
   }
 
   private static void numbers(StringBuilder h, ObjectNode r) throws IOException {
@@ -354,9 +387,15 @@ public final class HtmlReport {
       table { border-collapse:collapse; width:100%; }
       th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line);
         vertical-align:top; }
-      #plan td { font-family:"DejaVu Sans Mono", monospace; font-size:12px; word-break:break-all; }
-      #plan td:first-child { font-family:inherit; white-space:nowrap; word-break:normal; }
-      td.num { text-align:right; white-space:nowrap; word-break:normal; }
+      #plan td { font-family:"DejaVu Sans Mono", monospace; font-size:12px;
+        overflow-wrap:anywhere; }
+      #plan td:first-child { font-family:inherit; white-space:nowrap; }
+      #plan .li + .li { border-top:1px dotted var(--line); margin-top:2px; padding-top:2px; }
+      #plan details { display:inline; }
+      #plan summary { display:inline; cursor:pointer; color:var(--accent);
+        font-family:"DejaVu Sans", sans-serif; }
+      td.num, td.shape { white-space:nowrap; }
+      td.num { text-align:right; }
       thead th { background:#eef1f4; position:sticky; top:0; }
       table.sortable th { cursor:pointer; user-select:none; white-space:nowrap; }
       table.sortable th::after { content:" \\2195"; color:#9aa3ad; }

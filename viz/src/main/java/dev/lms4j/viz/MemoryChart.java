@@ -38,6 +38,10 @@ public final class MemoryChart {
   /** Wider than other charts: the legend sits on the right. */
   static final int WIDTH = 1200;
 
+  static {
+    ChartFiles.headless();
+  }
+
   private MemoryChart() {}
 
   /**

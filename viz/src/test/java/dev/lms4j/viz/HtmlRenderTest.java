@@ -29,7 +29,7 @@ class HtmlRenderTest {
   private static final Path CHROMIUM = Path.of(System.getProperty("lms4j.chromium",
       "/usr/bin/chromium"));
   private static final Pattern ROW = Pattern.compile("<tr data-index=\"(\\d+)\" "
-      + "data-bytes=\"(\\d+)\" class=\"[^\"]+\"><td>[^<]*</td><td>([^<]*)</td>");
+      + "data-bytes=\"(\\d+)\" class=\"[^\"]+\"><td>[^<]*</td><td data-sort=\"([^\"]*)\">");
 
   @TempDir static Path dir;
   private static Path page;

@@ -39,10 +39,13 @@ class HtmlReportTest {
     assertThat(count(html, "<tr data-index=")).isEqualTo(7 + 20);
     assertThat(count(html, "class=\"swap\"")).isEqualTo(7);
     // a swapped tensor's row: its size, the trigger of its swap-in, and its consumer (a clone)
-    assertThat(html).containsPattern("<td>dense1/MatMul:0</td><td>MatMul</td>"
-        + "<td>float32\\[768, 1024\\]</td><td class=\"num\" data-sort=\"3145728\">3.0 MiB</td>"
-        + "<td class=\"num\" data-sort=\"1\">1</td><td>gradients/ReluGrad_2</td>"
-        + "<td>lms4j/recompute/g0/dense1/BiasAdd</td>");
+    assertThat(html).contains("<td data-sort=\"dense1/MatMul:0\">dense1/<wbr>MatMul:0</td>"
+        + "<td>MatMul</td><td class=\"shape\">float32[768, 1024]</td>"
+        + "<td class=\"num\" data-sort=\"3145728\">3.0 MiB</td>"
+        + "<td class=\"num\" data-sort=\"1\">1</td>"
+        + "<td data-sort=\"gradients/ReluGrad_2\"><div class=\"li\">gradients/<wbr>ReluGrad_2"
+        + "</div></td><td data-sort=\"lms4j/recompute/g0/dense1/BiasAdd\"><div class=\"li\">"
+        + "lms4j/<wbr>recompute/<wbr>g0/<wbr>dense1/<wbr>BiasAdd</div></td>");
     // the report's numbers, with sizes for people
     assertThat(html).contains("<code>plan.swap_outs</code></td><td>7</td>")
         .contains("<code>predicted_peak_bytes.after</code></td><td>40894464 (39.0 MiB)</td>")
