@@ -8,7 +8,7 @@ import picocli.CommandLine.Option;
 
 /** {@code --plot FILE.svg|png}: the plan's predicted memory over one step. */
 final class PlotOption {
-  @Option(names = "--plot", paramLabel = "FILE.svg",
+  @Option(names = "--plot", paramLabel = "FILE.svg|png",
       description = "Draw the predicted device memory over one step, before and after LMS, "
           + "against the budget, with swap-outs, swap-ins and recomputed ops marked (and the "
           + "measured peak after a run), as SVG or PNG by the file's extension.")
