@@ -210,9 +210,9 @@ class CliTest {
         .isEqualTo(2);
     assertThat(err).contains("unknown --lms mode 'sometimes'");
     assertThat(run("train", "--model", "mlp", "--no-such-flag")).isEqualTo(2);
-    assertThat(run("analyze", "--model", "mlp", "--budget", "1GiB", "--plot", "p.svg"))
+    assertThat(run("analyze", "--model", "mlp", "--budget", "1GiB", "--plot", "p.gif"))
         .isEqualTo(2);
-    assertThat(err).contains("--plot is not available");
+    assertThat(err).contains("must end in .svg or .png");
   }
 
   @Test
