@@ -49,9 +49,9 @@ final class AnalyzeCommand implements Callable<Integer> {
     }
     Pipeline.Outcome o = Pipeline.execute(name, tg, lms, 0, System.out);
     Reports.write(o.report(), report);
-    plot.write(name, o, lms, System.out);
+    plot.write(name, tg, o, lms, System.out);
     if (html != null) {
-      Plots.html(html, o.report(), name, Plots.planOf(o, lms), lms, -1);
+      Plots.html(html, o.report(), name, tg, Plots.planOf(o, lms), lms, -1);
       System.out.println("Page: " + html);
     }
     return o.exitCode();

@@ -1,5 +1,6 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.viz.ChartFiles;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -21,11 +22,11 @@ final class PlotOption {
     }
   }
 
-  /** Draws the outcome's plan when a plot was asked for. */
-  void write(String name, Pipeline.Outcome o, LmsOptions opts, PrintStream out)
+  /** Draws the outcome's plan for {@code tg} (the graph as given) when a plot was asked for. */
+  void write(String name, TrainingGraph tg, Pipeline.Outcome o, LmsOptions opts, PrintStream out)
       throws IOException {
     if (plot != null) {
-      Plots.memory(plot, name, Plots.planOf(o, opts), opts,
+      Plots.memory(plot, name, tg, Plots.planOf(o, opts), opts,
           o.run() != null ? o.run().peakBytes() : -1);
       out.println("Plot: " + plot);
     }

@@ -1,5 +1,6 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.report.Report;
 import dev.lms4j.tf.LmsResult;
@@ -44,21 +45,30 @@ final class Plots {
     return Pipeline.analyzeOnly(tg, opts.params((int) tg.manifest().batchSize()));
   }
 
-  /** Writes the memory plot of {@code lms} ({@code measuredPeak} -1: none). */
-  static void memory(Path file, String name, LmsResult lms, LmsOptions opts, long measuredPeak)
-      throws IOException {
-    MemoryChart.write(timeline(lms), marks(name, opts, measuredPeak), file);
+  /**
+   * Writes the memory plot of {@code lms} ({@code measuredPeak} -1: none); {@code tg} is the
+   * graph as given (drawn before LMS when a scheduling step changed it before planning).
+   */
+  static void memory(Path file, String name, TrainingGraph tg, LmsResult lms, LmsOptions opts,
+      long measuredPeak) throws IOException {
+    MemoryChart.write(timeline(tg, lms, opts), marks(name, opts, measuredPeak), file);
+  }
+
+  /** The timeline the plot draws: {@code tg} as given, then as planned. */
+  static MemoryTimeline timeline(TrainingGraph tg, LmsResult lms, LmsOptions opts) {
+    return MemoryTimeline.of(before(tg, lms, opts), lms.model(), lms.plan(), lms.recompute());
   }
 
   /** Writes the HTML page of a report and its plan. */
-  static void html(Path file, Report report, String name, LmsResult lms, LmsOptions opts,
-      long measuredPeak) throws IOException {
-    HtmlReport.write(HtmlReport.render(report.json(), lms.model(), lms.plan(), lms.recompute(),
-        marks(name, opts, measuredPeak)), file);
+  static void html(Path file, Report report, String name, TrainingGraph tg, LmsResult lms,
+      LmsOptions opts, long measuredPeak) throws IOException {
+    HtmlReport.write(HtmlReport.render(report.json(), before(tg, lms, opts), lms.model(),
+        lms.plan(), lms.recompute(), marks(name, opts, measuredPeak)), file);
   }
 
-  private static MemoryTimeline timeline(LmsResult lms) {
-    return MemoryTimeline.of(lms.model(), lms.plan(), lms.recompute());
+  /** The model of the graph as given: {@code lms.model()} unless a scheduling step changed it. */
+  private static DataflowGraph before(TrainingGraph tg, LmsResult lms, LmsOptions opts) {
+    return lms.scheduling() == null ? lms.model() : original(tg, opts).model();
   }
 
   private static MemoryChart.Marks marks(String name, LmsOptions opts, long measuredPeak) {

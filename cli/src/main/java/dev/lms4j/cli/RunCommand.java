@@ -33,7 +33,7 @@ final class RunCommand implements Callable<Integer> {
     Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, steps,
         System.out);
     Reports.write(o.report(), report);
-    plot.write(modelArgs.label(graph), o, lms, System.out);
+    plot.write(modelArgs.label(graph), tg, o, lms, System.out);
     return o.exitCode();
   }
 }

@@ -96,7 +96,7 @@ final class TrainCommand implements Callable<Integer> {
       Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, n,
           new java.io.PrintStream(System.out, true));
       Reports.write(o.report(), report);
-      plot.write(modelArgs.model, o, lms, System.out);
+      plot.write(modelArgs.model, tg, o, lms, System.out);
       return o.exitCode();
     }
     if (steps != null) {
@@ -137,7 +137,7 @@ final class TrainCommand implements Callable<Integer> {
     Reports.write(r, report);
     if (plot.plot != null) {
       // the trainer measures no peak (no traced step): the plan's prediction alone
-      Plots.memory(plot.plot, modelArgs.model, Plots.plan(tg, lms), lms, -1);
+      Plots.memory(plot.plot, modelArgs.model, tg, Plots.plan(tg, lms), lms, -1);
       System.out.println("Plot: " + plot.plot);
     }
     return code;

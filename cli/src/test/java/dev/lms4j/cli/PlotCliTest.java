@@ -131,19 +131,26 @@ class PlotCliTest {
   @Test
   void thePlottedPeakIsThePlannersPredictionInEveryMode() throws Exception {
     TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(2048, Map.of());
-    for (String mode : new String[] {"tflms", "remat", "auto", "sqrt", "off"}) {
+    String[][] cases = {{"tflms"}, {"remat"}, {"auto"}, {"sqrt"}, {"off"},
+        {"remat", "--remat-mode", "standard"}};
+    for (String[] c : cases) {
+      String mode = String.join(" ", c);
       // recomputation alone needs more room than swapping on this MLP
-      String budget = mode.equals("remat") || mode.equals("sqrt") ? "150MiB" : "100MiB";
-      LmsOptions o = CommandLine.populateCommand(new LmsOptions(), "--lms", mode, "--budget",
-          budget);
+      String budget = c[0].equals("remat") || c[0].equals("sqrt") ? "150MiB" : "100MiB";
+      String[] args = new String[c.length + 3];
+      args[0] = "--lms";
+      System.arraycopy(c, 0, args, 1, c.length);
+      args[c.length + 1] = "--budget";
+      args[c.length + 2] = budget;
+      LmsOptions o = CommandLine.populateCommand(new LmsOptions(), args);
       Pipeline.Outcome oc = Pipeline.execute("mlp", tg, o, 0,
           new PrintStream(new ByteArrayOutputStream(), true, StandardCharsets.UTF_8));
+      assertThat(oc.exitCode()).as(mode).isZero();
       LmsResult lms = Plots.planOf(oc, o);
-      MemoryTimeline t = MemoryTimeline.of(lms.model(), lms.plan(), lms.recompute());
+      MemoryTimeline t = Plots.timeline(tg, lms, o);
       assertThat(t.before().peakBytes()).as(mode).isEqualTo(lms.predictedPeakBefore());
       assertThat(t.after().peakBytes()).as(mode).isEqualTo(lms.predictedPeakAfter());
-      assertThat(oc.exitCode()).as(mode).isZero();
-      assertThat(t.rewritten()).as(mode).isEqualTo(!mode.equals("off"))
+      assertThat(t.rewritten()).as(mode).isEqualTo(!c[0].equals("off"))
           .isEqualTo(lms.rewritten());
       assertThat(t.swapOuts().length).as(mode).isEqualTo(lms.plan().swapOuts().size());
       assertThat(t.recomputes().length).as(mode).isEqualTo(lms.recompute().clonedOps());

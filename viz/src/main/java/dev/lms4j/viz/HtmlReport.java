@@ -81,6 +81,16 @@ public final class HtmlReport {
    */
   public static String render(ObjectNode report, DataflowGraph model, SwapPlan swap,
       RecomputePlan recompute, MemoryChart.Marks marks) throws IOException {
+    return render(report, model, model, swap, recompute, marks);
+  }
+
+  /**
+   * Renders the page for plans made on a graph an earlier step had changed (see {@link
+   * MemoryTimeline#of(DataflowGraph, DataflowGraph, SwapPlan, RecomputePlan)}): the plots
+   * before LMS show {@code original}.
+   */
+  public static String render(ObjectNode report, DataflowGraph original, DataflowGraph model,
+      SwapPlan swap, RecomputePlan recompute, MemoryChart.Marks marks) throws IOException {
     String name = report.path("model").asText("model");
     StringBuilder h = new StringBuilder(1 << 16);
     h.append("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n")
@@ -95,7 +105,7 @@ public final class HtmlReport {
           .append("</p>\n");
     }
     if (model != null) {
-      MemoryTimeline t = MemoryTimeline.of(model, swap, recompute);
+      MemoryTimeline t = MemoryTimeline.of(original, model, swap, recompute);
       h.append("<section id=\"memory\">\n<h2>Memory over one step</h2>\n<p class=\"note\">")
           .append("Simulated device memory while each op of the levelled schedule runs (the "
               + "order the planner assumes), before and after the rewrite. Markers show where "
@@ -114,7 +124,7 @@ public final class HtmlReport {
               + "swap-ins and the edges read from recomputed ops." : "")
           .append("</p>\n<div class=\"pair\">")
           .append(ChartFiles.inlineSvg(DistanceChart.chart(
-              DistanceChart.histogram(model, null, null), false, planned ? "original" : null),
+              DistanceChart.histogram(original, null, null), false, planned ? "original" : null),
               "d-"));
       if (planned) {
         h.append(ChartFiles.inlineSvg(DistanceChart.chart(

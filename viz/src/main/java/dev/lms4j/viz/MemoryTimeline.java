@@ -60,12 +60,27 @@ public record MemoryTimeline(MemoryProfile before, MemoryProfile after, boolean 
    * @param recompute the recompute plan, or null / empty
    */
   public static MemoryTimeline of(DataflowGraph model, SwapPlan swap, RecomputePlan recompute) {
-    MemoryProfile before = MemorySimulator.simulate(model, Levels.of(model).schedule());
+    return of(model, model, swap, recompute);
+  }
+
+  /**
+   * The timeline of {@code original}, and of {@code planned} rewritten with the plans, for a
+   * plan made on a graph that an earlier step had already changed (e.g. a scheduling step's
+   * control edges and AddN chains): the curve before LMS is then the original graph's.
+   *
+   * @param original  the graph as it was given
+   * @param planned   the graph the plans were made on
+   * @param swap      the swap plan, or null / empty
+   * @param recompute the recompute plan, or null / empty
+   */
+  public static MemoryTimeline of(DataflowGraph original, DataflowGraph planned, SwapPlan swap,
+      RecomputePlan recompute) {
+    MemoryProfile before = MemorySimulator.simulate(original, Levels.of(original).schedule());
     boolean none = (swap == null || swap.isEmpty()) && (recompute == null || recompute.isEmpty());
-    if (none) {
+    if (none && original == planned) {
       return new MemoryTimeline(before, before, false, new int[0], new int[0], new int[0]);
     }
-    DataflowGraph r = model;
+    DataflowGraph r = planned;
     if (recompute != null && !recompute.isEmpty()) {
       r = RecomputeApplier.apply(r, recompute);
     }

@@ -60,6 +60,41 @@ final class Fixtures {
     return b.build();
   }
 
+  /**
+   * Grappler's case of many gradients summed by one AddN: an activation {@code a} feeds
+   * {@code k} MatMul branches summed by an AddN; their k gradients are summed by another AddN.
+   * Levelled, all k gradients are live before it runs (k = 8: 46 KiB at the peak); a scheduling
+   * step chains the AddNs so that each is added as it arrives (26 KiB).
+   */
+  static DataflowGraph branches(int k) {
+    long kib = 1024;
+    DataflowGraph.Builder b = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(kib))
+        .op("w0", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(kib))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x", "w0"), Tensor.ofBytes(4 * kib));
+    List<String> bs = new ArrayList<>();
+    List<String> gbs = new ArrayList<>();
+    for (int i = 1; i <= k; i++) {
+      b.op("w" + i, "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(kib));
+      b.op("b" + i, "MatMul", OpCategory.FORWARD, List.of("a", "w" + i), Tensor.ofBytes(4 * kib));
+      bs.add("b" + i);
+    }
+    b.op("s", "AddN", OpCategory.FORWARD, bs, Tensor.ofBytes(4 * kib));
+    b.op("loss", "Mean", OpCategory.FORWARD, List.of("s"), Tensor.ofBytes(4));
+    b.op("gradients/gs", "Fill", OpCategory.BACKWARD, List.of("loss"), Tensor.ofBytes(4 * kib));
+    for (int i = 1; i <= k; i++) {
+      b.op("gradients/gb" + i, "MatMul", OpCategory.BACKWARD, List.of("gradients/gs", "w" + i),
+          Tensor.ofBytes(4 * kib));
+      gbs.add("gradients/gb" + i);
+    }
+    b.op("gradients/ga", "AddN", OpCategory.BACKWARD, gbs, Tensor.ofBytes(4 * kib));
+    b.op("gradients/dw0", "MatMul", OpCategory.BACKWARD, List.of("gradients/ga", "x"),
+        Tensor.ofBytes(kib));
+    b.op("train/apply0", "ApplyGradientDescent", OpCategory.OPTIMIZER,
+        List.of("w0", "gradients/dw0"), Tensor.persistent(kib));
+    return b.build();
+  }
+
   private static Tensor act(int mib) {
     return new Tensor("float32", new long[] {256L * mib, 1024}, mib * MIB, false);
   }

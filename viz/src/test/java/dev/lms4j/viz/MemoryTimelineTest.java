@@ -8,6 +8,7 @@ import dev.lms4j.core.plan.RecomputePlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.schedule.Scheduling;
 import org.junit.jupiter.api.Test;
 
 class MemoryTimelineTest {
@@ -48,6 +49,22 @@ class MemoryTimelineTest {
         .isLessThan(t.before().peakBytes());
     assertThat(t.swapOuts()).isEmpty();
     assertThat(t.recomputes()).hasSize(rp.clonedOps());
+  }
+
+  @Test
+  void aScheduledGraphIsDrawnAfterTheOriginal() {
+    // 8 branches: 46 KiB levelled, 26 KiB once the AddNs are chained and scheduled (by hand in
+    // core's SchedulingTest); no LMS plan on top
+    DataflowGraph g = Fixtures.branches(8);
+    Scheduling.Result s = Scheduling.apply(g, Scheduling.Scheduler.BEST);
+    assertThat(s.changed()).isTrue();
+    MemoryTimeline t = MemoryTimeline.of(g, s.graph(), null, null);
+    assertThat(t.rewritten()).isTrue();
+    assertThat(t.before().peakBytes()).isEqualTo(46 * 1024).isEqualTo(s.peakBefore());
+    assertThat(t.after().peakBytes()).isEqualTo(26 * 1024).isEqualTo(s.peakAfter());
+    assertThat(t.after().order()).hasSize(s.graph().size());
+    assertThat(t.swapOuts()).isEmpty();
+    assertThat(t.recomputes()).isEmpty();
   }
 
   @Test
