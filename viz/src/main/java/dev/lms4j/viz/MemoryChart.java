@@ -77,54 +77,57 @@ public final class MemoryChart {
 
   /** The plot as an XChart chart. */
   public static XYChart chart(MemoryTimeline t, Marks m) {
+    long most = Math.max(Math.max(t.before().peakBytes(), t.after().peakBytes()),
+        Math.max(m.budgetBytes(), m.measuredPeakBytes()));
+    // MiB, or KiB for small (synthetic) graphs
+    double unit = most >= 2 * MIB ? MIB : 1024;
     XYChart c = new XYChartBuilder().width(WIDTH).height(Charts.HEIGHT)
         .title("Predicted device memory over one step" + (m.title() == null ? ""
             : ": " + m.title()))
-        .xAxisTitle("ops run, in schedule order").yAxisTitle("device memory (MiB)").build();
+        .xAxisTitle("ops run, in schedule order")
+        .yAxisTitle("device memory (" + (unit == MIB ? "MiB" : "KiB") + ")").build();
     Charts.style(c.getStyler());
     c.getStyler().setLegendPosition(Styler.LegendPosition.OutsideE);
     c.getStyler().setYAxisMin(0.0).setXAxisMin(0.0).setYAxisDecimalPattern("#,##0")
         .setXAxisDecimalPattern("#,##0");
     int len = Math.max(t.before().timeline().length, t.after().timeline().length);
-    double top = Math.max(t.before().peakBytes(), t.after().peakBytes());
     if (t.rewritten()) {
-      curve(c, "before LMS: peak " + mib(t.before().peakBytes()), t.before().timeline(), BEFORE,
-          1.6f);
-      curve(c, "after LMS: peak " + mib(t.after().peakBytes()), t.after().timeline(), AFTER,
-          2.0f);
+      curve(c, "before LMS: peak " + size(t.before().peakBytes()), t.before().timeline(), unit,
+          BEFORE, 1.6f);
+      curve(c, "after LMS: peak " + size(t.after().peakBytes()), t.after().timeline(), unit,
+          AFTER, 2.0f);
     } else {
-      curve(c, "no rewrite: peak " + mib(t.before().peakBytes()), t.before().timeline(), AFTER,
-          2.0f);
+      curve(c, "no rewrite: peak " + size(t.before().peakBytes()), t.before().timeline(), unit,
+          AFTER, 2.0f);
     }
     if (m.budgetBytes() > 0) {
-      level(c, "budget " + mib(m.budgetBytes()), m.budgetBytes(), len, BUDGET,
+      level(c, "budget " + size(m.budgetBytes()), m.budgetBytes() / unit, len, BUDGET,
           dashed(2f, 8f, 5f));
-      top = Math.max(top, m.budgetBytes());
       if (m.memRatio() > 0 && m.memRatio() < 1) {
         long target = (long) (m.budgetBytes() * m.memRatio());
-        level(c, String.format(Locale.ROOT, "planner target %s (%.0f%%)", mib(target),
-            100 * m.memRatio()), target, len, TARGET, dashed(1.5f, 4f, 4f));
+        level(c, String.format(Locale.ROOT, "planner target %s (%.0f%%)", size(target),
+            100 * m.memRatio()), target / unit, len, TARGET, dashed(1.5f, 4f, 4f));
       }
     }
     if (m.measuredPeakBytes() >= 0) {
-      level(c, "measured peak " + mib(m.measuredPeakBytes()), m.measuredPeakBytes(), len,
+      level(c, "measured peak " + size(m.measuredPeakBytes()), m.measuredPeakBytes() / unit, len,
           MEASURED, dashed(2f, 12f, 4f, 2f, 4f));
-      top = Math.max(top, m.measuredPeakBytes());
     }
-    events(c, "swap-out", t.swapOuts(), t, SWAP_OUT, SeriesMarkers.TRIANGLE_DOWN);
-    events(c, "swap-in", t.swapIns(), t, SWAP_IN, SeriesMarkers.TRIANGLE_UP);
-    events(c, "recompute", t.recomputes(), t, RECOMPUTE, SeriesMarkers.DIAMOND);
-    c.getStyler().setYAxisMax(Math.ceil(top * 1.08 / MIB));
+    events(c, "swap-out", t.swapOuts(), t, unit, SWAP_OUT, SeriesMarkers.TRIANGLE_DOWN);
+    events(c, "swap-in", t.swapIns(), t, unit, SWAP_IN, SeriesMarkers.TRIANGLE_UP);
+    events(c, "recompute", t.recomputes(), t, unit, RECOMPUTE, SeriesMarkers.DIAMOND);
+    c.getStyler().setYAxisMax(Math.max(1.0, Math.ceil(most * 1.08 / unit)));
     c.getStyler().setXAxisMax(Math.max(1, len) - 0.5);
     return c;
   }
 
-  private static void curve(XYChart c, String name, long[] timeline, Color color, float width) {
+  private static void curve(XYChart c, String name, long[] timeline, double unit, Color color,
+      float width) {
     double[] x = new double[timeline.length];
     double[] y = new double[timeline.length];
     for (int i = 0; i < timeline.length; i++) {
       x[i] = i;
-      y[i] = timeline[i] / MIB;
+      y[i] = timeline[i] / unit;
     }
     if (x.length == 0) {
       x = new double[] {0};
@@ -137,21 +140,21 @@ public final class MemoryChart {
     s.setLineStyle(new BasicStroke(width));
   }
 
-  private static void level(XYChart c, String name, long bytes, int len, Color color,
+  private static void level(XYChart c, String name, double y, int len, Color color,
       BasicStroke stroke) {
     // half a slot past both ends: the x values of the chart are then not all equally spaced,
     // which makes XChart choose round tick steps (with equally spaced values it labels every
     // k-th value instead: 0, 29, 58, ...)
     XYSeries s = c.addSeries(name, new double[] {-0.5, Math.max(1, len) - 0.5},
-        new double[] {bytes / MIB, bytes / MIB});
+        new double[] {y, y});
     s.setXYSeriesRenderStyle(XYSeries.XYSeriesRenderStyle.Line);
     s.setMarker(SeriesMarkers.NONE);
     s.setLineColor(color);
     s.setLineStyle(stroke);
   }
 
-  private static void events(XYChart c, String name, int[] pos, MemoryTimeline t, Color color,
-      Marker marker) {
+  private static void events(XYChart c, String name, int[] pos, MemoryTimeline t, double unit,
+      Color color, Marker marker) {
     if (pos.length == 0) {
       return;
     }
@@ -159,7 +162,7 @@ public final class MemoryChart {
     double[] y = new double[pos.length];
     for (int i = 0; i < pos.length; i++) {
       x[i] = pos[i];
-      y[i] = t.at(pos[i]) / MIB;
+      y[i] = t.at(pos[i]) / unit;
     }
     XYSeries s = c.addSeries(name + " (" + pos.length + ")", x, y);
     s.setXYSeriesRenderStyle(XYSeries.XYSeriesRenderStyle.Scatter);
@@ -171,7 +174,8 @@ public final class MemoryChart {
     return new BasicStroke(width, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, dash, 0f);
   }
 
-  static String mib(long bytes) {
-    return String.format(Locale.ROOT, "%.1f MiB", bytes / MIB);
+  static String size(long bytes) {
+    return bytes < 2 * MIB ? String.format(Locale.ROOT, "%.1f KiB", bytes / 1024.0)
+        : String.format(Locale.ROOT, "%.1f MiB", bytes / MIB);
   }
 }
