@@ -142,7 +142,7 @@ public final class ModelBench {
   public static Suite forModel(Suite base, String model, int batch, Map<String, String> options) {
     ModelSpec spec = ModelZoo.getOrThrow(model);
     String size = null;
-    for (String k : List.of("image", "volume", "seq")) {
+    for (String k : List.of("image", "side", "volume", "seq")) {
       if (spec.defaultOptions().containsKey(k)) {
         size = k;
         break;
@@ -181,7 +181,17 @@ public final class ModelBench {
     root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
     Path json = outDir.resolve("models-" + s.name() + ".json");
     Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
-    Files.writeString(outDir.resolve("models-" + s.name() + ".md"), ModelBenchMarkdown.of(root));
+    StringBuilder md = new StringBuilder(ModelBenchMarkdown.of(root));
+    List<Path> plots = BenchPlots.write(root, outDir, "models-" + s.name());
+    if (!plots.isEmpty()) {
+      md.append("\n## Pictures\n\n");
+    }
+    for (Path f : plots) {
+      out.println("Plot: " + f);
+      md.append("![").append(f.getFileName()).append("](").append(f.getFileName())
+          .append(")\n\n");
+    }
+    Files.writeString(outDir.resolve("models-" + s.name() + ".md"), md.toString());
     out.println("Results: " + json);
     LOG.info("bench done: {}", json);
     return root;
@@ -201,6 +211,7 @@ public final class ModelBench {
     private final PrintStream out;
     private final ExecutorService pool;
     private final ModelSpec spec;
+    private final Map<Method, List<double[]>> throughput = new EnumMap<>(Method.class);
 
     CaseRun(Suite s, Case c, PrintStream out, ExecutorService pool) {
       this.s = s;
@@ -250,6 +261,22 @@ public final class ModelBench {
     }
 
     boolean fits(TrainingGraph tg, Method m, long budget, String what) throws IOException {
+      return fits(tg, m, budget, what, null);
+    }
+
+    /** As above; a fitting run's samples per second at {@code x} go to {@code points}. */
+    boolean fits(TrainingGraph tg, Method m, long budget, String what, int x,
+        Map<Method, List<double[]>> points) throws IOException {
+      return fits(tg, m, budget, what, r -> {
+        synchronized (points) {
+          points.computeIfAbsent(m, k -> new ArrayList<>())
+              .add(new double[] {x, tg.manifest().batchSize() * 1000.0 / r.medianMs()});
+        }
+      });
+    }
+
+    private boolean fits(TrainingGraph tg, Method m, long budget, String what,
+        java.util.function.Consumer<RunResult> onFit) throws IOException {
       Planned p = plan(tg, m, budget);
       if (!p.hasPlan()) {
         say("  %-16s %s at %d MiB: no plan", m.label, what, budget >> 20);
@@ -258,6 +285,9 @@ public final class ModelBench {
       RunResult r = runOnce(p, m, budget, 3);
       say("  %-16s %s at %d MiB: %s", m.label, what, budget >> 20,
           r.fits() ? "fits" : r.oom() ? "OOM" : "failed: " + r.error());
+      if (r.fits() && onFit != null) {
+        onFit.accept(r);
+      }
       return r.fits();
     }
 
@@ -386,12 +416,17 @@ public final class ModelBench {
         Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
         for (Method m : s.methods()) {
           fs.put(m, pool.submit(() -> largest(c.batch(), phys, b -> fits(build(b, Map.of()), m,
-              budget, "batch " + b))));
+              budget, "batch " + b, b, throughput))));
         }
         ArrayNode rowsCap = cap.putArray("methods");
         Map<Method, Integer> largest = new EnumMap<>(Method.class);
         for (Method m : s.methods()) {
           largest.put(m, get(fs.get(m)));
+        }
+        ArrayNode curve = cap.putArray("throughput");
+        synchronized (throughput) {
+          throughput.forEach((m, pts) -> pts.forEach(pt -> curve.addObject()
+              .put("method", m.label).put("batch", (int) pt[0]).put("samples_per_s", pt[1])));
         }
         int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : c.batch();
         cap.put("no_lms_largest_batch", ref);

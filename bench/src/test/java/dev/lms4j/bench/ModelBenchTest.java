@@ -55,5 +55,9 @@ class ModelBenchTest {
       assertThat(md).contains(s);
     }
     assertThat(dir.resolve("models-smoke.json")).exists();
+    // the throughput curve of the batches the capacity search ran
+    assertThat(model.path("capacity").path("throughput").size()).isGreaterThan(2);
+    assertThat(dir.resolve("models-smoke-mlp-throughput.png")).isNotEmptyFile();
+    assertThat(md).contains("![models-smoke-mlp-throughput.png]");
   }
 }
