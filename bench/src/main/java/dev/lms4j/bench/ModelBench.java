@@ -121,10 +121,22 @@ public final class ModelBench {
     List<Method> all = List.of(Method.values());
     return switch (name) {
       case "quick" -> new Suite("quick", List.of(
-          new Case("resnet", 32, Map.of("blocks", "6"), "image", 6, true, true)),
-          all, new double[] {0.50, 0.33, 0.25}, 0.05);
+          new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
+              true),
+          new Case("gpt2", 8, Map.of("layers", "4", "width", "256", "seq", "128", "heads", "8"),
+              "seq", 6, true, false)),
+          all, new double[] {0.50, 0.33, 0.25}, 0.06);
       case "full" -> new Suite("full", List.of(
-          new Case("resnet", 64, Map.of("blocks", "6"), "image", 6, true, true)),
+          new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
+              true),
+          new Case("gpt2", 8, Map.of("layers", "4", "width", "256", "seq", "128", "heads", "8"),
+              "seq", 6, true, true),
+          new Case("resnet", 32, Map.of("blocks", "6"), "image", 6, true, true),
+          new Case("resnet18", 32, Map.of("image", "64", "width", "32"), "image", 6, true, true),
+          new Case("vgg16", 32, Map.of("image", "64", "width", "32", "fc", "256"), "image", 6,
+              true, true),
+          new Case("unet3d", 1, Map.of("side", "32", "width", "8"), "side", 6, true, true),
+          new Case("mlp", 256, Map.of(), null, 6, true, false)),
           all, new double[] {0.50, 0.33, 0.25}, 0.03);
       case "smoke" -> new Suite("smoke", List.of(
           new Case("mlp", 256, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
