@@ -48,6 +48,9 @@ public final class Lms {
   private final Path swapDir;
   private final Strategy strategy;
   private final CostModel costModel;
+  private final SwapPath swapPath;
+  private final boolean swapOverlap;
+  private SwapRewriter.Mechanism mechanism;
 
   /** What the rewrite does to save memory. */
   public enum Strategy {
@@ -82,6 +85,8 @@ public final class Lms {
     this.backwardScope = b.backwardScope;
     this.swapDir = b.swapDir;
     this.strategy = b.strategy;
+    this.swapPath = b.swapPath;
+    this.swapOverlap = b.swapOverlap;
     this.costModel = b.costModel;
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
@@ -105,6 +110,37 @@ public final class Lms {
     return params;
   }
 
+  /** The swap path asked for. */
+  public SwapPath swapPath() {
+    return swapPath;
+  }
+
+  /**
+   * The mechanism swaps use in this JVM ({@link SwapPath#AUTO} resolved: native when the
+   * library loads). Resolved on first use.
+   *
+   * @throws IllegalStateException for {@link SwapPath#NATIVE} when the library cannot be loaded
+   */
+  public synchronized SwapRewriter.Mechanism mechanism() {
+    if (mechanism == null) {
+      mechanism = swapPath.resolve(swapOverlap);
+    }
+    return mechanism;
+  }
+
+  /**
+   * The cost model plans are compared with: the given one, with the swap bandwidth of the
+   * native path ({@link NativeSwap#HOST_BANDWIDTH}) when that path is active and the model's
+   * bandwidth was left at the default (calibrated on the standard ops).
+   */
+  public CostModel costModel() {
+    if (mechanism() != SwapRewriter.Mechanism.STANDARD
+        && costModel.swapBandwidth() == CostModel.defaults().swapBandwidth()) {
+      return costModel.withSwapBandwidth(NativeSwap.HOST_BANDWIDTH);
+    }
+    return costModel;
+  }
+
   /** The session config LMS needs (see {@link SessionConfigs#lms()}). */
   public ConfigProto sessionConfig() {
     return SessionConfigs.lms();
@@ -117,6 +153,7 @@ public final class Lms {
    */
   public Graph run(Graph graph) {
     LmsResult r = rewrite(graph.toGraphDef(), Map.of(), null);
+    NativeSwap.ensureLoadedFor(r.graphDef());
     Graph out = new Graph();
     try {
       out.importGraphDef(r.graphDef());
@@ -211,7 +248,8 @@ public final class Lms {
         p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
     LOG.info("[LMS][0]   swapin_groupby: {}{}", p.swapinGroupby(),
         p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
-    GraphDef out = SwapRewriter.rewrite(gd, plan, params.tier(), swapDir, trainOp);
+    GraphDef out = SwapRewriter.rewrite(gd, plan, params.tier(), swapDir, trainOp, mechanism());
+    LOG.info("[LMS][0] Swap mechanism: {}", mechanism());
     int added = out.getNodeCount() - gd.getNodeCount();
     LOG.info("[LMS][0] Added {} operations to the model ({} swap-out operations ({} GiB) and {} "
         + "swap-in operations ({} GiB))", added, plan.swapOuts().size(),
@@ -281,8 +319,9 @@ public final class Lms {
       // swapping alone may fit too: keep whichever the cost model predicts faster
       try {
         SwapAutoTuner.Result swapOnly = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
-        double both = costModel.stepMs(model, tuned.plan(), recompute);
-        double alone = costModel.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
+        CostModel cm = costModel();
+        double both = cm.stepMs(model, tuned.plan(), recompute);
+        double alone = cm.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
         LOG.info("[LMS][0] Predicted step time: recompute + swap {} ms, swap alone {} ms",
             String.format("%.1f", both), String.format("%.1f", alone));
         if (alone < both) {
@@ -301,7 +340,8 @@ public final class Lms {
       remat = gd;
       tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
     }
-    GraphDef out = SwapRewriter.rewrite(remat, tuned.plan(), params.tier(), swapDir, trainOp);
+    GraphDef out = SwapRewriter.rewrite(remat, tuned.plan(), params.tier(), swapDir, trainOp,
+        tuned.plan().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism());
     LOG.info("[LMS][0] Recomputing {} operations in {} groups and swapping {} tensors ({} MiB); "
         + "predicted peak {} MiB -> {} MiB", recompute.clonedOps(), recompute.groups().size(),
         tuned.plan().swapOuts().size(), mib(tuned.plan().swapOutBytes()), mib(before),
@@ -331,8 +371,29 @@ public final class Lms {
     private Path swapDir;
     private Strategy strategy = Strategy.SWAP;
     private CostModel costModel = CostModel.defaults();
+    private SwapPath swapPath = SwapPath.AUTO;
+    private boolean swapOverlap;
 
     private Builder() {}
+
+    /**
+     * How swapped tensors move (default {@link SwapPath#AUTO}: the native swap ops when their
+     * library loads in this JVM, else standard ops).
+     */
+    public Builder swapPath(SwapPath p) {
+      this.swapPath = Objects.requireNonNull(p);
+      return this;
+    }
+
+    /**
+     * Native path only: swap-outs leave their copy to the library's copy thread so it overlaps
+     * with compute (ops still run in the planned order; a swap-in waits for its copy). Default
+     * off.
+     */
+    public Builder swapOverlap(boolean on) {
+      this.swapOverlap = on;
+      return this;
+    }
 
     /** The cost model the auto strategy compares plans with (default: {@link CostModel#defaults()}). */
     public Builder costModel(CostModel cm) {
