@@ -17,7 +17,16 @@
  *   Lms4jSwapOutDisk(x: T) -> h      streams x to a file (header + bytes); h is an int64 scalar
  *                                    whose release deletes the file.
  *   Lms4jSwapInDisk(h) -> y: T       reads the file straight into a TF_AllocateOutput tensor.
- *   Lms4jSwapStats() -> int64[10]    counters (see STAT_* below).
+ *   Lms4jSwapStats() -> int64[11]    counters (see STAT_* below).
+ *   Lms4jMemcpyBench(bytes) -> ns[2] for benchmarks: the time of one memcpy of `bytes` between
+ *                                    two warm buffers, and of the copy back (a round trip).
+ *
+ * Large host buffers are mappings of their own, 2 MiB aligned and advised to use huge pages.
+ * Fresh memory faults in far below memcpy speed (and huge pages may wait for compaction), so a
+ * freed mapping is kept in a small cache for the next swap-out of the same size (the next step
+ * swaps the same tensors); mappings unused for CACHE_IDLE_NS are unmapped by a trimmer thread,
+ * so the process's memory goes back once training stops. LMS4J_SWAP_CACHE_MB caps the cache
+ * (default 4096; 0 turns it off).
  */
 #define _GNU_SOURCE
 #include "lms4j_tf.h"
@@ -30,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ALIGN 64
@@ -39,7 +49,7 @@
 enum {
   STAT_HOST_LIVE_BYTES, STAT_HOST_LIVE_BUFFERS, STAT_HOST_PEAK_BYTES, STAT_SWAP_OUTS,
   STAT_SWAP_INS, STAT_SWAP_INS_COPIED_INPUT, STAT_DISK_LIVE_FILES, STAT_DISK_BYTES_WRITTEN,
-  STAT_DISK_BYTES_READ, STAT_HOST_FREES, STAT_COUNT
+  STAT_DISK_BYTES_READ, STAT_HOST_FREES, STAT_HOST_CACHED_BYTES, STAT_COUNT
 };
 static int64_t stats[STAT_COUNT];
 
@@ -104,11 +114,100 @@ static void live_remove(void* p) {
 
 static size_t mapped_size(size_t len) { return (len + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1); }
 
+/* ---- cache of freed mappings ------------------------------------------------------------- */
+
+#define CACHE_SLOTS 256
+#define CACHE_IDLE_NS 10000000000LL
+typedef struct {
+  void* p;
+  size_t size;
+  int64_t freed_ns;
+} Cached;
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static Cached cache[CACHE_SLOTS];
+static int cache_n = 0;
+static int64_t cache_cap = -1;
+static pthread_once_t trimmer_once = PTHREAD_ONCE_INIT;
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void* trimmer(void* arg) {
+  (void)arg;
+  for (;;) {
+    struct timespec d = {0, 250000000L};
+    nanosleep(&d, NULL);
+    int64_t now = now_ns();
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < cache_n;) {
+      if (now - cache[i].freed_ns > CACHE_IDLE_NS) {
+        munmap(cache[i].p, cache[i].size);
+        __atomic_sub_fetch(&stats[STAT_HOST_CACHED_BYTES], (int64_t)cache[i].size,
+            __ATOMIC_SEQ_CST);
+        cache[i] = cache[--cache_n];
+      } else {
+        i++;
+      }
+    }
+    pthread_mutex_unlock(&cache_mu);
+  }
+  return NULL;
+}
+
+static void start_trimmer(void) {
+  const char* e = getenv("LMS4J_SWAP_CACHE_MB");
+  cache_cap = (e ? atoll(e) : 4096) << 20;
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  pthread_create(&t, &a, trimmer, NULL);
+  pthread_attr_destroy(&a);
+}
+
+static void* cache_take(size_t size) {
+  void* p = NULL;
+  pthread_mutex_lock(&cache_mu);
+  for (int i = 0; i < cache_n; i++) {
+    if (cache[i].size == size) {
+      p = cache[i].p;
+      cache[i] = cache[--cache_n];
+      __atomic_sub_fetch(&stats[STAT_HOST_CACHED_BYTES], (int64_t)size, __ATOMIC_SEQ_CST);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&cache_mu);
+  return p;
+}
+
+/* Keeps a mapping for reuse; returns 0 when the cache is full (the caller unmaps it). */
+static int cache_put(void* p, size_t size) {
+  pthread_once(&trimmer_once, start_trimmer);
+  int kept = 0;
+  pthread_mutex_lock(&cache_mu);
+  if (cache_n < CACHE_SLOTS && __atomic_load_n(&stats[STAT_HOST_CACHED_BYTES], __ATOMIC_SEQ_CST)
+      + (int64_t)size <= cache_cap) {
+    cache[cache_n].p = p;
+    cache[cache_n].size = size;
+    cache[cache_n].freed_ns = now_ns();
+    cache_n++;
+    __atomic_add_fetch(&stats[STAT_HOST_CACHED_BYTES], (int64_t)size, __ATOMIC_SEQ_CST);
+    kept = 1;
+  }
+  pthread_mutex_unlock(&cache_mu);
+  return kept;
+}
+
 /* Large buffers: their own mapping, 2 MiB aligned and advised to use huge pages (fresh 4 KiB
  * pages fault in at a fraction of memcpy speed); small ones: aligned_alloc. */
 static void* host_alloc(size_t len, int ready) {
   void* p;
-  if (len >= MMAP_MIN) {
+  if (len >= MMAP_MIN && (p = cache_take(mapped_size(len))) != NULL) {
+    /* reused */
+  } else if (len >= MMAP_MIN) {
     size_t size = mapped_size(len);
     char* m = mmap(NULL, size + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
         -1, 0);
@@ -138,7 +237,7 @@ static void host_free(void* data, size_t len, void* arg) {
   if (!data) return;
   live_remove(data); /* waits for a copy still running */
   if (len >= MMAP_MIN) {
-    munmap(data, mapped_size(len));
+    if (!cache_put(data, mapped_size(len))) munmap(data, mapped_size(len));
   } else {
     free(data);
   }
@@ -516,6 +615,48 @@ static void stats_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_DeleteStatus(s);
 }
 
+static void memcpy_bench_compute(void* kernel, TF_OpKernelContext* ctx) {
+  (void)kernel;
+  TF_Status* s = TF_NewStatus();
+  TF_Tensor* in = NULL;
+  TF_Tensor* out = NULL;
+  TF_GetInput(ctx, 0, &in, s);
+  if (TF_GetCode(s) == LMS4J_TF_OK) {
+    size_t n = (size_t)*(const int64_t*)TF_TensorData(in);
+    char* a = aligned_alloc(ALIGN, (n + ALIGN - 1) & ~(size_t)(ALIGN - 1));
+    char* b = aligned_alloc(ALIGN, (n + ALIGN - 1) & ~(size_t)(ALIGN - 1));
+    int64_t dims[1] = {2};
+    out = TF_AllocateOutput(ctx, 0, LMS4J_TF_INT64, dims, 1, 2 * sizeof(int64_t), s);
+    if (a && b && TF_GetCode(s) == LMS4J_TF_OK) {
+      memset(a, 1, n);
+      memset(b, 2, n);
+      int64_t t0 = now_ns();
+      memcpy(b, a, n);
+      int64_t t1 = now_ns();
+      memcpy(a, b, n);
+      int64_t t2 = now_ns();
+      __asm__ volatile("" : : "r"(a), "r"(b) : "memory");
+      int64_t* d = TF_TensorData(out);
+      d[0] = t1 - t0;
+      d[1] = t2 - t0;
+    } else if (TF_GetCode(s) == LMS4J_TF_OK) {
+      TF_SetStatus(s, LMS4J_TF_RESOURCE_EXHAUSTED, "lms4j memcpy bench: allocation failed");
+    }
+    free(a);
+    free(b);
+  }
+  if (TF_GetCode(s) != LMS4J_TF_OK) TF_OpKernelContext_Failure(ctx, s);
+  if (out) TF_DeleteTensor(out);
+  if (in) TF_DeleteTensor(in);
+  TF_DeleteStatus(s);
+}
+
+static void pair_shape(TF_ShapeInferenceContext* ctx, TF_Status* s) {
+  TF_ShapeHandle* h = TF_ShapeInferenceContextVectorFromSize(ctx, 2);
+  TF_ShapeInferenceContextSetOutput(ctx, 0, h, s);
+  TF_DeleteShapeHandle(h);
+}
+
 /* ---- registration ------------------------------------------------------------------------ */
 
 static void unchanged_shape(TF_ShapeInferenceContext* ctx, TF_Status* s) {
@@ -600,6 +741,20 @@ __attribute__((constructor)) static void lms4j_register(void) {
           create_disk, swap_in_disk_compute, delete_kernel));
     } else {
       fprintf(stderr, "lms4j: cannot register op Lms4jSwapInDisk: %s\n", TF_Message(s));
+    }
+    TF_DeleteStatus(s);
+  }
+  {
+    TF_Status* s = TF_NewStatus();
+    TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder("Lms4jMemcpyBench");
+    TF_OpDefinitionBuilderAddInput(b, "bytes: int64");
+    TF_OpDefinitionBuilderAddOutput(b, "ns: int64");
+    TF_OpDefinitionBuilderSetIsStateful(b, 1);
+    TF_OpDefinitionBuilderSetShapeInferenceFunction(b, pair_shape);
+    TF_RegisterOpDefinition(b, s);
+    if (TF_GetCode(s) == LMS4J_TF_OK) {
+      register_kernel("Lms4jMemcpyBench", TF_NewKernelBuilder("Lms4jMemcpyBench", "CPU",
+          create_plain, memcpy_bench_compute, delete_kernel));
     }
     TF_DeleteStatus(s);
   }

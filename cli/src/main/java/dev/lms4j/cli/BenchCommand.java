@@ -1,6 +1,7 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.bench.CheckpointBench;
+import dev.lms4j.bench.NativeSwapBench;
 import dev.lms4j.bench.SwapBench;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
@@ -15,7 +16,8 @@ import picocli.CommandLine.Option;
         + "restore throughput (files, tf, dd) and asynchronous checkpoint overhead. Writes JSON "
         + "and Markdown.")
 final class BenchCommand implements Callable<Integer> {
-  @Option(names = "--suite", defaultValue = "quick", description = "quick (default) or full.")
+  @Option(names = "--suite", defaultValue = "quick",
+      description = "quick (default), full, or native (the native swap path only).")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -24,8 +26,12 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
+    if (suite.equals("native")) {
+      NativeSwapBench.run(out, System.out);
+      return 0;
+    }
     if (!suite.equals("quick") && !suite.equals("full")) {
-      throw new IllegalArgumentException("--suite must be quick or full");
+      throw new IllegalArgumentException("--suite must be quick, full or native");
     }
     SwapBench.run(suite, out, System.out);
     // ~1 GiB of variables as the checkpoint issue asks; the full suite uses 4 GiB

@@ -31,7 +31,7 @@ import org.tensorflow.types.TInt64;
  *   <li>{@code Lms4jSwapOutDisk(x: T, path) -> handle: int64} / {@code Lms4jSwapInDisk(handle,
  *       T, path) -> y: T}: stream the bytes to a file and back; the file is deleted when the
  *       handle's last reader has run.</li>
- *   <li>{@code Lms4jSwapStats() -> int64[10]}: the library's counters ({@link Stats}).</li>
+ *   <li>{@code Lms4jSwapStats() -> int64[11]}: the library's counters ({@link Stats}).</li>
  * </ul>
  *
  * <p>{@link #load()} extracts the library and loads it with {@link TensorFlow#loadLibrary} once
@@ -61,6 +61,11 @@ public final class NativeSwap {
   public static final String SWAP_IN_DISK = "Lms4jSwapInDisk";
   /** Op names. */
   public static final String STATS = "Lms4jSwapStats";
+  /**
+   * {@code Lms4jMemcpyBench(bytes: int64) -> ns: int64[2]}: nanoseconds of one glibc memcpy of
+   * {@code bytes} between two warm buffers, and of it plus the copy back (for benchmarks).
+   */
+  public static final String MEMCPY_BENCH = "Lms4jMemcpyBench";
   /**
    * Bandwidth of one direction of a native host swap, bytes/s, for the cost model: measured
    * with {@code ./lms4j bench --suite native} on this project's 2-core machines (see
@@ -164,10 +169,13 @@ public final class NativeSwap {
    * @param diskBytesWritten   bytes written to swap files
    * @param diskBytesRead      bytes read from swap files
    * @param hostFrees          host buffers freed
+   * @param hostCachedBytes    freed host mappings kept for reuse by the next swap-outs of the
+   *                           same size (unmapped after 10 s unused; {@code LMS4J_SWAP_CACHE_MB}
+   *                           caps them, default 4096, 0 turns the cache off)
    */
   public record Stats(long hostLiveBytes, long hostLiveBuffers, long hostPeakBytes,
       long swapOuts, long swapIns, long swapInsCopiedInput, long diskLiveFiles,
-      long diskBytesWritten, long diskBytesRead, long hostFrees) {}
+      long diskBytesWritten, long diskBytesRead, long hostFrees, long hostCachedBytes) {}
 
   /**
    * Reads the counters (runs a one-op graph).
@@ -184,11 +192,11 @@ public final class NativeSwap {
       try (Session s = new Session(g);
            var r = s.runner().fetch("stats").run()) {
         TInt64 t = (TInt64) r.get(0);
-        long[] v = new long[10];
+        long[] v = new long[11];
         for (int i = 0; i < v.length; i++) {
           v[i] = t.getLong(i);
         }
-        return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]);
+        return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]);
       }
     }
   }
