@@ -48,7 +48,7 @@ import org.tensorflow.proto.TensorShapeProto;
  *       the native ops (sync and with the asynchronous swap-out), and the disk tier both ways
  *       against plain file writes and reads of the same bytes. The paths alternate, rep by rep;
  *       medians count.</li>
- *   <li>Step time of the CNN (resnet, 6 blocks, batch 32) with LMS (swap) at 50% and 25% of the
+ *   <li>Step time of the CNN (resnet, 6 blocks, batch 32) with LMS (swap) at 50%, 40% and 25% of the
  *       smallest budget that trains without LMS (bisection), for each path with and without
  *       overlap, divided by the unbudgeted step time measured right before (runs alternate).
  *       Overlap means: standard path, TensorFlow's inter-op thread pool; native path, swap-outs
@@ -164,6 +164,9 @@ public final class NativeSwapBench {
                   long t2 = System.nanoTime();
                   outMs.get(p)[rep] = (t1 - t0) / 1e6;
                   rtMs.get(p)[rep] = (t2 - t1) / 1e6;
+                  // the standard disk tier's file stays (lms4j truncates it through the train
+                  // op): delete it so its dirty pages do not throttle the next path's writes
+                  Files.deleteIfExists(dir.resolve("standard.tensor"));
                 }
               }
             }
@@ -296,7 +299,8 @@ public final class NativeSwapBench {
         .put("strategy", "swap (TFLMS planner, auto-tuned)")
         .put("min_budget_no_lms_bytes", noLms << 20).put("steps", STEPS);
     ArrayNode rows = st.putArray("results");
-    for (double frac : new double[] {0.50, 0.25}) {
+    // 25% is the target; 40% is above the swap planner's floor on this CNN
+    for (double frac : new double[] {0.50, 0.40, 0.25}) {
       long budget = (long) ((noLms << 20) * frac);
       for (Variant v : VARIANTS) {
         ObjectNode row = rows.addObject();

@@ -31,6 +31,11 @@ final class Reports {
     r.plan(lms.plan().swapOuts().size(), lms.plan().swapInCount(), lms.plan().swapOutBytes(),
         lms.recompute().clonedOps(), lms.recompute().bytes(), lms.planningMs(), parameters);
     r.predicted(lms.predictedPeakBefore(), lms.predictedPeakAfter());
+    if (!lms.plan().swapOuts().isEmpty()) {
+      // which mechanism moves the swapped tensors (docs/native-swap.md)
+      r.extra("swap").put("path", dev.lms4j.tf.NativeSwap.uses(lms.graphDef()) ? "native"
+          : "standard");
+    }
   }
 
   /** Writes the report when a file was asked for. */

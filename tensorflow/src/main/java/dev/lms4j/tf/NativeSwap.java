@@ -200,4 +200,15 @@ public final class NativeSwap {
       }
     }
   }
+
+  /**
+   * Prints whether the library loads here and what {@link SwapPath#AUTO} resolves to (a
+   * diagnostic: {@code java -cp ... dev.lms4j.tf.NativeSwap}).
+   */
+  public static void main(String[] args) {
+    load();
+    load(); // a second call neither retries nor logs again
+    System.out.println("native swap library: " + (isLoaded() ? "loaded" : "unavailable") + " ("
+        + status() + "); swap path auto -> " + SwapPath.AUTO.resolve(false));
+  }
 }

@@ -209,6 +209,24 @@ class NativeSwapTest {
     assertThat(ops(out)).contains("Identity").doesNotContain(NativeSwap.SWAP_OUT);
   }
 
+  /**
+   * Without the library (here: {@code LMS4J_NATIVE_SWAP=off} in a fresh JVM) AUTO falls back to
+   * the standard ops and says why exactly once.
+   */
+  @Test
+  void withoutTheLibraryAutoFallsBackToStandardOpsAndLogsOnce() throws Exception {
+    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    ProcessBuilder pb = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+        NativeSwap.class.getName()).redirectErrorStream(true);
+    pb.environment().put(NativeSwap.DISABLE_ENV, "off");
+    Process p = pb.start();
+    String output = new String(p.getInputStream().readAllBytes(),
+        java.nio.charset.StandardCharsets.UTF_8);
+    assertThat(p.waitFor()).isZero();
+    assertThat(output).contains("swap path auto -> STANDARD");
+    assertThat(output.split("native swap library unavailable", -1)).as(output).hasSize(2);
+  }
+
   private static java.util.Set<String> ops(GraphDef gd) {
     java.util.Set<String> s = new java.util.HashSet<>();
     gd.getNodeList().forEach(n -> s.add(n.getOp()));
