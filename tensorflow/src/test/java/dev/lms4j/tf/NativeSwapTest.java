@@ -215,8 +215,8 @@ class NativeSwapTest {
    */
   @Test
   void withoutTheLibraryAutoFallsBackToStandardOpsAndLogsOnce() throws Exception {
-    String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    ProcessBuilder pb = new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"),
+    String javaBin = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+    ProcessBuilder pb = new ProcessBuilder(javaBin, "-cp", System.getProperty("java.class.path"),
         NativeSwap.class.getName()).redirectErrorStream(true);
     pb.environment().put(NativeSwap.DISABLE_ENV, "off");
     Process p = pb.start();
