@@ -197,6 +197,19 @@ class NativeSwapTest {
   }
 
   @Test
+  void thePlannersCostModelUsesTheBandwidthOfTheActivePath() {
+    double standard = dev.lms4j.core.memory.CostModel.defaults().swapBandwidth();
+    Lms.Builder b = Lms.builder().budget(1L << 30);
+    assertThat(b.swapPath(SwapPath.STANDARD).build().costModel().swapBandwidth())
+        .isEqualTo(standard);
+    assertThat(b.swapPath(SwapPath.NATIVE).build().costModel().swapBandwidth())
+        .isEqualTo(NativeSwap.HOST_BANDWIDTH).isGreaterThan(standard);
+    // a bandwidth the caller measured wins
+    assertThat(b.costModel(dev.lms4j.core.memory.CostModel.defaults().withSwapBandwidth(5e9))
+        .build().costModel().swapBandwidth()).isEqualTo(5e9);
+  }
+
+  @Test
   void typesTheNativeOpsDoNotTakeFallBackToStandardOps() {
     TrainingGraph net = TinyNet.build(64, 128, 6);
     SwapPlan plan = dev.lms4j.core.plan.TflmsSwapPlanner.plan(GraphImporter.importGraph(
