@@ -2,6 +2,7 @@ package dev.lms4j.cli;
 
 import dev.lms4j.bench.CheckpointBench;
 import dev.lms4j.bench.ModelBench;
+import dev.lms4j.bench.NativeSwapBench;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 import picocli.CommandLine.Command;
@@ -17,10 +18,13 @@ import picocli.CommandLine.Option;
             + "size at a fixed budget against the physical limit, planning time at 10k and 100k "
             + "ops. quick takes about 20 minutes on 2 cores; smoke about 2.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
-            + "overhead of asynchronous checkpoints."})
+            + "overhead of asynchronous checkpoints.",
+        "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
+            + "time with LMS at 50/40/25% of the no-LMS budget per path, with and without "
+            + "overlap."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
-      description = "quick (default), full, smoke or checkpoint.")
+      description = "quick (default), full, smoke, checkpoint or native.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -41,7 +45,7 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    if (model != null && suite.equals("checkpoint")) {
+    if (model != null && (suite.equals("checkpoint") || suite.equals("native"))) {
       throw new IllegalArgumentException("--model goes with the quick, full or smoke suite");
     }
     if (batch != null && batch < 1) {
@@ -52,8 +56,9 @@ final class BenchCommand implements Callable<Integer> {
           : ModelBench.forModel(ModelBench.suite(suite), model, batch == null ? 0 : batch,
               options), out, System.out);
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
-      default -> throw new IllegalArgumentException("--suite must be quick, full, smoke or "
-          + "checkpoint");
+      case "native" -> NativeSwapBench.run(out, System.out);
+      default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
+          + "checkpoint or native");
     }
     return 0;
   }

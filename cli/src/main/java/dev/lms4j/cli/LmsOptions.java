@@ -68,6 +68,16 @@ final class LmsOptions {
   @Option(names = "--swap-dir", description = "Directory for --tier disk (default: a temp dir).")
   Path swapDir;
 
+  @Option(names = "--swap-path", defaultValue = "auto", paramLabel = "PATH",
+      description = "How swapped tensors move: native (lms4j's C swap ops: one copy each way, "
+          + "outside the budget) | standard (SerializeTensor/ParseTensor, WriteFile/ReadFile) | "
+          + "auto (default: native when its library loads here, else standard).")
+  String swapPath;
+
+  @Option(names = "--swap-overlap",
+      description = "Native path: swap-outs copy on a native thread while compute goes on.")
+  boolean swapOverlap;
+
   @Option(names = "--mem-ratio", defaultValue = "0.8",
       description = "Share of the budget the simulated peak may use (TFLMS's "
           + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default ${DEFAULT-VALUE}: kernel scratch memory and fragmentation need the rest).")
@@ -129,6 +139,7 @@ final class LmsOptions {
     if (swapDir != null) {
       b.swapDir(swapDir);
     }
+    b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     return configure(b).build();
   }
 
@@ -186,6 +197,7 @@ final class LmsOptions {
       throw new IllegalArgumentException("--remat-mode " + rematMode.trim().toLowerCase(
           java.util.Locale.ROOT) + " needs --budget");
     }
+    dev.lms4j.tf.SwapPath.parse(swapPath);
     if (!(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
     }

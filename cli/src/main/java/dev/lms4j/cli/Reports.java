@@ -37,6 +37,11 @@ final class Reports {
           .put("addn_chains", s.chains().size()).put("control_edges", s.edges().size())
           .put("peak_before_bytes", s.peakBefore()).put("peak_after_bytes", s.peakAfter());
     }
+    if (!lms.plan().swapOuts().isEmpty()) {
+      // which mechanism moves the swapped tensors (docs/native-swap.md)
+      r.extra("swap").put("path", dev.lms4j.tf.NativeSwap.uses(lms.graphDef()) ? "native"
+          : "standard");
+    }
   }
 
   /** Writes the report when a file was asked for. */

@@ -61,6 +61,7 @@ public final class GraphImporter {
     DataflowGraph.Builder b = DataflowGraph.builder();
     try (Graph g = new Graph()) {
       try {
+        NativeSwap.ensureLoadedFor(shaped);
         g.importGraphDef(shaped);
       } catch (RuntimeException e) {
         throw new IllegalArgumentException("TensorFlow cannot import the GraphDef: "

@@ -64,6 +64,9 @@ public final class Lms {
     /** Path rematerialization ({@link Rematerializer.Mode#PATH}); needs a budget. */
     PATH
   }
+  private final SwapPath swapPath;
+  private final boolean swapOverlap;
+  private SwapRewriter.Mechanism mechanism;
 
   /** What the rewrite does to save memory. */
   public enum Strategy {
@@ -100,6 +103,8 @@ public final class Lms {
     this.backwardScope = b.backwardScope;
     this.swapDir = b.swapDir;
     this.strategy = b.strategy;
+    this.swapPath = b.swapPath;
+    this.swapOverlap = b.swapOverlap;
     this.costModel = b.costModel;
     this.rematMode = b.rematMode;
     this.smallNodeLimitBytes = b.smallNodeLimitBytes;
@@ -130,6 +135,37 @@ public final class Lms {
     return params;
   }
 
+  /** The swap path asked for. */
+  public SwapPath swapPath() {
+    return swapPath;
+  }
+
+  /**
+   * The mechanism swaps use in this JVM ({@link SwapPath#AUTO} resolved: native when the
+   * library loads). Resolved on first use.
+   *
+   * @throws IllegalStateException for {@link SwapPath#NATIVE} when the library cannot be loaded
+   */
+  public synchronized SwapRewriter.Mechanism mechanism() {
+    if (mechanism == null) {
+      mechanism = swapPath.resolve(swapOverlap);
+    }
+    return mechanism;
+  }
+
+  /**
+   * The cost model plans are compared with: the given one, with the swap bandwidth of the
+   * native path ({@link NativeSwap#HOST_BANDWIDTH}) when that path is active and the model's
+   * bandwidth was left at the default (calibrated on the standard ops).
+   */
+  public CostModel costModel() {
+    if (mechanism() != SwapRewriter.Mechanism.STANDARD
+        && costModel.swapBandwidth() == CostModel.defaults().swapBandwidth()) {
+      return costModel.withSwapBandwidth(NativeSwap.HOST_BANDWIDTH);
+    }
+    return costModel;
+  }
+
   /** The session config LMS needs (see {@link SessionConfigs#lms()}). */
   public ConfigProto sessionConfig() {
     return SessionConfigs.lms();
@@ -142,6 +178,7 @@ public final class Lms {
    */
   public Graph run(Graph graph) {
     LmsResult r = rewrite(graph.toGraphDef(), Map.of(), null);
+    NativeSwap.ensureLoadedFor(r.graphDef());
     Graph out = new Graph();
     try {
       out.importGraphDef(r.graphDef());
@@ -249,7 +286,8 @@ public final class Lms {
         p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
     LOG.info("[LMS][0]   swapin_groupby: {}{}", p.swapinGroupby(),
         p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")" : "");
-    GraphDef out = SwapRewriter.rewrite(gd, plan, params.tier(), swapDir, trainOp);
+    GraphDef out = SwapRewriter.rewrite(gd, plan, params.tier(), swapDir, trainOp, mechanism());
+    LOG.info("[LMS][0] Swap mechanism: {}", mechanism());
     int added = out.getNodeCount() - gd.getNodeCount();
     LOG.info("[LMS][0] Added {} operations to the model ({} swap-out operations ({} GiB) and {} "
         + "swap-in operations ({} GiB))", added, plan.swapOuts().size(),
@@ -354,8 +392,9 @@ public final class Lms {
       // swapping alone may fit too: keep whichever the cost model predicts faster
       try {
         SwapAutoTuner.Result swapOnly = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
-        double both = costModel.stepMs(model, tuned.plan(), recompute);
-        double alone = costModel.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
+        CostModel cm = costModel();
+        double both = cm.stepMs(model, tuned.plan(), recompute);
+        double alone = cm.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
         LOG.info("[LMS][0] Predicted step time: recompute + swap {} ms, swap alone {} ms",
             String.format("%.1f", both), String.format("%.1f", alone));
         if (alone < both) {
@@ -374,7 +413,8 @@ public final class Lms {
       remat = gd;
       tuned = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
     }
-    GraphDef out = SwapRewriter.rewrite(remat, tuned.plan(), params.tier(), swapDir, trainOp);
+    GraphDef out = SwapRewriter.rewrite(remat, tuned.plan(), params.tier(), swapDir, trainOp,
+        tuned.plan().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism());
     LOG.info("[LMS][0] Recomputing {} operations in {} groups and swapping {} tensors ({} MiB); "
         + "predicted peak {} MiB -> {} MiB", recompute.clonedOps(), recompute.groups().size(),
         tuned.plan().swapOuts().size(), mib(tuned.plan().swapOutBytes()), mib(before),
@@ -408,6 +448,8 @@ public final class Lms {
     private long smallNodeLimitBytes;
     private Scheduling.Scheduler scheduler = Scheduling.Scheduler.NONE;
     private Path rematDump;
+    private SwapPath swapPath = SwapPath.AUTO;
+    private boolean swapOverlap;
 
     private Builder() {}
 
@@ -430,6 +472,15 @@ public final class Lms {
     }
 
     /**
+     * How swapped tensors move (default {@link SwapPath#AUTO}: the native swap ops when their
+     * library loads in this JVM, else standard ops).
+     */
+    public Builder swapPath(SwapPath p) {
+      this.swapPath = Objects.requireNonNull(p);
+      return this;
+    }
+
+    /**
      * The scheduling step run before planning, for every strategy: AddN chains and the
      * scheduler's order enforced by control edges ({@link Scheduling}); default none.
      */
@@ -441,6 +492,16 @@ public final class Lms {
     /** Writes the rematerializer's per-op memory and decisions here (.json or TSV). */
     public Builder rematDump(Path file) {
       this.rematDump = file;
+      return this;
+    }
+
+    /**
+     * Native path only: swap-outs leave their copy to the library's copy thread so it overlaps
+     * with compute (ops still run in the planned order; a swap-in waits for its copy). Default
+     * off.
+     */
+    public Builder swapOverlap(boolean on) {
+      this.swapOverlap = on;
       return this;
     }
 

@@ -80,6 +80,7 @@ public final class SavedModels {
     Graph g = new Graph();
     Session s = null;
     try {
+      NativeSwap.ensureLoadedFor(lr == null ? tg.graphDef() : lr.graphDef());
       g.importGraphDef(lr == null ? tg.graphDef() : lr.graphDef());
       s = new Session(g, SessionConfigs.lms());
       SaverDef saver = mg.getSaverDef();

@@ -6,9 +6,11 @@ import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.tensorflow.proto.AttrValue;
 import org.tensorflow.proto.DataType;
 import org.tensorflow.proto.GraphDef;
@@ -30,7 +32,10 @@ import org.tensorflow.proto.TensorShapeProto;
  *       {@code Identity} back on the consumer's device.</li>
  * </ul>
  *
- * Swap-ins wait for their triggers through control edges; consumers are re-pointed to the
+ * With {@link Mechanism#NATIVE} the host and disk tiers use the native swap ops of {@link
+ * NativeSwap} instead (one copy each way; see docs/native-swap.md).
+ *
+ * <p>Swap-ins wait for their triggers through control edges; consumers are re-pointed to the
  * swap-in. Inserted nodes carry {@code _grappler_do_not_remove = true}. The rewrite is pure: the
  * input GraphDef is not changed.
  */
@@ -42,6 +47,35 @@ public final class SwapRewriter {
 
   private SwapRewriter() {}
 
+  /** How swap-outs and swap-ins are made. */
+  public enum Mechanism {
+    /** Standard TensorFlow ops (SerializeTensor / ParseTensor, WriteFile / ReadFile). */
+    STANDARD,
+    /** The native swap ops ({@link NativeSwap}): one copy each way, in the op's thread. */
+    NATIVE,
+    /**
+     * The native swap ops, swap-outs copying on the library's copy thread while compute goes on
+     * (overlap); swap-ins stay synchronous (their consumer reads the result at once).
+     */
+    NATIVE_ASYNC
+  }
+
+  /** Dtypes the native ops take; tensors of other types are swapped with standard ops. */
+  static final Set<DataType> NATIVE_TYPES = EnumSet.of(DataType.DT_FLOAT, DataType.DT_DOUBLE,
+      DataType.DT_INT32, DataType.DT_UINT8, DataType.DT_INT16, DataType.DT_INT8,
+      DataType.DT_COMPLEX64, DataType.DT_INT64, DataType.DT_BOOL, DataType.DT_QINT8,
+      DataType.DT_QUINT8, DataType.DT_QINT32, DataType.DT_BFLOAT16, DataType.DT_QINT16,
+      DataType.DT_QUINT16, DataType.DT_UINT16, DataType.DT_COMPLEX128, DataType.DT_HALF,
+      DataType.DT_UINT32, DataType.DT_UINT64);
+
+  /**
+   * As {@link #rewrite(GraphDef, SwapPlan, Tier, Path, String, Mechanism)} with standard ops.
+   */
+  public static GraphDef rewrite(GraphDef gd, SwapPlan plan, Tier tier, Path swapDir,
+      String anchorOp) {
+    return rewrite(gd, plan, tier, swapDir, anchorOp, Mechanism.STANDARD);
+  }
+
   /**
    * Rewrites {@code gd}.
    *
@@ -50,9 +84,12 @@ public final class SwapRewriter {
    * @param tier     where swapped tensors go
    * @param swapDir  directory for {@link Tier#DISK} (ignored otherwise)
    * @param anchorOp op that must wait for disk cleanup (the train op), or null for none
+   * @param mech     standard or native ops for the host and disk tiers (the native disk
+   *                 swap-in deletes nothing itself: the file goes when the swap-out's handle is
+   *                 released after its last reader, so no anchor is needed)
    */
   public static GraphDef rewrite(GraphDef gd, SwapPlan plan, Tier tier, Path swapDir,
-      String anchorOp) {
+      String anchorOp, Mechanism mech) {
     if (plan.isEmpty()) {
       return gd;
     }
@@ -68,6 +105,11 @@ public final class SwapRewriter {
         throw new IllegalArgumentException("plan names unknown op " + so.producer());
       }
       DataType dt = GraphImporter.dataType(so.dtype());
+      if (mech != Mechanism.STANDARD && tier != Tier.DEVICE_PLACEMENT
+          && NATIVE_TYPES.contains(dt)) {
+        nativeSwap(so, dt, tier, swapDir, mech, producer.getDevice(), nodes, added);
+        continue;
+      }
       String src = so.output() == 0 ? so.producer() : so.tensorName();
       String fileWrite = null;
       String path = null;
@@ -158,6 +200,50 @@ public final class SwapRewriter {
       out.addNode(n);
     }
     return out.build();
+  }
+
+  /** Adds one swap-out and its swap-ins as native ops and re-points the consumers. */
+  private static void nativeSwap(SwapPlan.SwapOut so, DataType dt, Tier tier, Path swapDir,
+      Mechanism mech, String device, Map<String, NodeDef.Builder> nodes,
+      List<NodeDef.Builder> added) {
+    String src = so.output() == 0 ? so.producer() : so.tensorName();
+    boolean async = mech == Mechanism.NATIVE_ASYNC;
+    AttrValue path = null;
+    if (tier == Tier.DISK) {
+      path = AttrValue.newBuilder().setS(ByteString.copyFromUtf8(
+          swapDir.resolve(fileName(so.name())).toString())).build();
+      added.add(node(so.name(), NativeSwap.SWAP_OUT_DISK, device, src).putAttr("T", type(dt))
+          .putAttr("path", path));
+    } else {
+      added.add(node(so.name(), async ? NativeSwap.SWAP_OUT_ASYNC : NativeSwap.SWAP_OUT, device,
+          src).putAttr("T", type(dt)));
+    }
+    for (SwapPlan.SwapIn si : so.swapIns()) {
+      String inDevice = nodes.get(si.consumers().get(0)).getDevice();
+      NodeDef.Builder in;
+      if (tier == Tier.DISK) {
+        in = node(si.name(), NativeSwap.SWAP_IN_DISK, inDevice, so.name()).putAttr("T", type(dt))
+            .putAttr("path", path);
+      } else {
+        in = node(si.name(), NativeSwap.SWAP_IN, inDevice, so.name()).putAttr("T", type(dt));
+      }
+      for (String t : si.triggers()) {
+        in.addInput("^" + t);
+      }
+      added.add(in);
+      for (String c : si.consumers()) {
+        NodeDef.Builder cb = nodes.get(c);
+        for (int k = 0; k < cb.getInputCount(); k++) {
+          String ref = cb.getInput(k);
+          if (ref.equals(so.tensorName()) || (so.output() == 0 && ref.equals(so.producer()))) {
+            cb.setInput(k, si.name());
+          }
+        }
+      }
+    }
+    for (String c : so.syncConsumers()) {
+      addControl(nodes.get(c), so.name());
+    }
   }
 
   /** True when the GraphDef already holds lms4j swap ops. */

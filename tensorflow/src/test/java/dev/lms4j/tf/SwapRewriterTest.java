@@ -143,8 +143,11 @@ class SwapRewriterTest {
   @Test
   void lossesAreIdenticalThroughHostAndDiskTiers(@TempDir Path dir) {
     List<Double> plain = losses(net.graphDef());
-    LmsResult host = Lms.builder().params(params(Tier.HOST)).build().rewrite(net);
-    LmsResult disk = Lms.builder().params(params(Tier.DISK)).swapDir(dir).build().rewrite(net);
+    // the standard-op path (NativeSwapTest covers the native one)
+    LmsResult host = Lms.builder().params(params(Tier.HOST)).swapPath(SwapPath.STANDARD).build()
+        .rewrite(net);
+    LmsResult disk = Lms.builder().params(params(Tier.DISK)).swapDir(dir)
+        .swapPath(SwapPath.STANDARD).build().rewrite(net);
     assertThat(losses(host.graphDef())).containsExactlyElementsOf(plain);
     assertThat(losses(disk.graphDef())).containsExactlyElementsOf(plain);
     // disk files were written under the directory, then truncated after their last read

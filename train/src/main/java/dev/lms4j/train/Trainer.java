@@ -479,6 +479,7 @@ public final class Trainer implements AutoCloseable {
     }
     Graph g = new Graph();
     try {
+      dev.lms4j.tf.NativeSwap.ensureLoadedFor(gd);
       g.importGraphDef(gd);
       Session s = new Session(g, config.session());
       try {

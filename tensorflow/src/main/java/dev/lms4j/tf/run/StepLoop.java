@@ -37,6 +37,7 @@ public final class StepLoop {
   public static Trace run(GraphDef gd, Manifest m, ConfigProto config, int steps, long seed,
       Consumer<StepRecord> onStep) {
     Trace trace = new Trace(-1, "none");
+    dev.lms4j.tf.NativeSwap.ensureLoadedFor(gd);
     try (Graph g = new Graph()) {
       g.importGraphDef(gd);
       try (Session s = new Session(g, config)) {
