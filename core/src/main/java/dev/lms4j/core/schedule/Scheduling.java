@@ -151,8 +151,8 @@ public final class Scheduling {
     if (kind == Schedulers.Kind.LEVELS || peak >= levelled || peak > levelled * (1 - minGain)) {
       if (kind != Schedulers.Kind.LEVELS) {
         LOG.info("[LMS][0] The {} schedule peaks at {} MiB, the levelled order at {} MiB: "
-            + "keeping the levelled order (gain below {}%)", kind, peak >> 20, levelled >> 20,
-            minGain * 100);
+            + "keeping the levelled order (a schedule must lower it by more than {}%)", kind,
+            peak >> 20, levelled >> 20, minGain * 100);
       }
       return new Result(g, chains, List.of(), Schedulers.Kind.LEVELS, before, levelled);
     }
