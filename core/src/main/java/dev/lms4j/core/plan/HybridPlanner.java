@@ -86,7 +86,7 @@ public final class HybridPlanner {
     /** Swap and recompute, host tier, default cost model, memory ratio 0.8. */
     public static Options of(long budgetBytes) {
       return new Options(budgetBytes, SwapAutoTuner.DEFAULT_MEM_RATIO, CostModel.defaults(),
-          Tier.HOST, true, true, 16, 400);
+          Tier.HOST, true, true, 12, 400);
     }
 
     /** With another memory ratio. */
@@ -297,18 +297,25 @@ public final class HybridPlanner {
     }
     chosen.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
         .thenComparingInt(c -> c.tid.op()));
+    // undo in chunks (1/32 of the decisions each) so that large graphs need few simulations
+    int chunk = Math.max(1, chosen.size() / 32);
     int tries = 0;
-    for (Candidate c : chosen) {
-      if (tries++ >= o.pruneLimit()) {
-        break;
+    for (int from = 0; from < chosen.size() && tries < o.pruneLimit(); from += chunk) {
+      tries++;
+      List<Candidate> part = chosen.subList(from, Math.min(chosen.size(), from + chunk));
+      int[] was = new int[part.size()];
+      for (int k = 0; k < was.length; k++) {
+        was[k] = part.get(k).chosen;
+        undo(part.get(k));
       }
-      int was = c.chosen;
-      undo(c);
       Sim s = simulate();
       if (s != null && s.peak <= available) {
         cur = s;
-      } else {
-        c.chosen = was;
+        continue;
+      }
+      for (int k = 0; k < was.length; k++) {
+        Candidate c = part.get(k);
+        c.chosen = was[k];
         if (c.option().kind() == Kind.RECOMPUTE) {
           recomputed[c.tid.op()] = true;
         }
