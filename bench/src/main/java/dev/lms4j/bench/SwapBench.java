@@ -81,6 +81,7 @@ public final class SwapBench {
         Lms.Strategy.AUTO, Lms.Strategy.SQRT)) {
       String name = switch (method) {
         case SWAP -> "tflms";
+        case SWAP_ONLY -> "swap";
         case RECOMPUTE -> "remat";
         case AUTO -> "auto";
         case SQRT -> "sqrt";
