@@ -55,6 +55,8 @@ public final class HybridPlanner {
 
   /** Dtypes never swapped: they are not plain buffers. */
   private static final Set<String> NOT_SWAPPABLE = Set.of("string", "resource", "variant");
+  /** Graphs up to this many ops get exhaustive upgrade and prune passes. */
+  private static final int SMALL = 2000;
   /** Ancestors of a backward reader searched for a swap-in trigger. */
   private static final int TRIGGER_SEARCH = 256;
 
@@ -230,20 +232,27 @@ public final class HybridPlanner {
           .thenComparingInt(c -> c.tid.op()).thenComparingInt(c -> c.tid.output()));
       List<Candidate> batch = new ArrayList<>();
       long covered = 0;
-      for (Candidate c : live) {
-        if (covered >= cur.peak - available || (single && !batch.isEmpty())) {
-          break;
+      // first pass: each candidate's cheapest option when it can take it; second pass: the
+      // ones whose cheapest option was a recomputation next to another, with their next option
+      for (int pass = 0; pass < 2; pass++) {
+        for (Candidate c : live) {
+          if (covered >= cur.peak - available || (single && !batch.isEmpty())) {
+            break;
+          }
+          if (c.chosen >= 0) {
+            continue;
+          }
+          int pick = pick(c);
+          if (pick < 0 || (pass == 0 && pick != c.next)) {
+            continue;
+          }
+          c.chosen = pick;
+          if (c.option().kind() == Kind.RECOMPUTE) {
+            recomputed[c.tid.op()] = true;
+          }
+          batch.add(c);
+          covered += c.tensor.bytes();
         }
-        int pick = pick(c);
-        if (pick < 0) {
-          continue;
-        }
-        c.chosen = pick;
-        if (c.option().kind() == Kind.RECOMPUTE) {
-          recomputed[c.tid.op()] = true;
-        }
-        batch.add(c);
-        covered += c.tensor.bytes();
       }
       if (batch.isEmpty()) {
         live.get(0).next++;
@@ -275,6 +284,7 @@ public final class HybridPlanner {
       throw impossible(best, "the lowest simulated peak the hybrid planner reached was "
           + mib(cur.peak) + " MiB");
     }
+    cur = upgrade(cur);
     cur = prune(cur);
     SwapPlan sp = cur.swaps;
     RecomputePlan rp = cur.recompute;
@@ -287,6 +297,55 @@ public final class HybridPlanner {
     return new Result(sp, rp, true, before.peak, cur.peak, base, step, simulations);
   }
 
+  /**
+   * Turns swaps into recomputations where that is predicted cheaper and the plan still fits,
+   * most expensive swaps first; here a recomputed op may read another recomputed op (they
+   * become one group whose clones read each other), which the main loop avoids.
+   */
+  private Sim upgrade(Sim cur) {
+    List<Candidate> swapped = new ArrayList<>();
+    for (Candidate c : candidates) {
+      if (c.chosen >= 0 && c.option().kind() == Kind.SWAP) {
+        swapped.add(c);
+      }
+    }
+    swapped.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
+        .thenComparingInt(c -> c.tid.op()));
+    int chunk = Math.max(1, swapped.size() / 32);
+    int limit = g.size() <= SMALL ? Math.max(o.pruneLimit(), swapped.size()) : o.pruneLimit();
+    int tries = 0;
+    for (int from = 0; from < swapped.size() && tries < limit; from += chunk) {
+      List<Candidate> part = new ArrayList<>();
+      List<Integer> was = new ArrayList<>();
+      for (Candidate c : swapped.subList(from, Math.min(swapped.size(), from + chunk))) {
+        for (int k = 0; k < c.options.size(); k++) {
+          Option op = c.options.get(k);
+          if (op.kind() == Kind.RECOMPUTE && op.costUs() < c.option().costUs()) {
+            part.add(c);
+            was.add(c.chosen);
+            c.chosen = k;
+            recomputed[c.tid.op()] = true;
+            break;
+          }
+        }
+      }
+      if (part.isEmpty()) {
+        continue;
+      }
+      tries++;
+      Sim s = simulate();
+      if (s != null && s.peak <= available) {
+        cur = s;
+        continue;
+      }
+      for (int k = 0; k < part.size(); k++) {
+        undo(part.get(k));
+        part.get(k).chosen = was.get(k);
+      }
+    }
+    return cur;
+  }
+
   /** Undoes the most expensive decisions while the plan still fits. */
   private Sim prune(Sim cur) {
     List<Candidate> chosen = new ArrayList<>();
@@ -297,10 +356,12 @@ public final class HybridPlanner {
     }
     chosen.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
         .thenComparingInt(c -> c.tid.op()));
-    // undo in chunks (1/32 of the decisions each) so that large graphs need few simulations
+    // undo in chunks (1/32 of the decisions each) so that large graphs need few simulations;
+    // small graphs (simulations are cheap) try every decision
     int chunk = Math.max(1, chosen.size() / 32);
+    int limit = g.size() <= SMALL ? Math.max(o.pruneLimit(), chosen.size()) : o.pruneLimit();
     int tries = 0;
-    for (int from = 0; from < chosen.size() && tries < o.pruneLimit(); from += chunk) {
+    for (int from = 0; from < chosen.size() && tries < limit; from += chunk) {
       tries++;
       List<Candidate> part = chosen.subList(from, Math.min(chosen.size(), from + chunk));
       int[] was = new int[part.size()];
