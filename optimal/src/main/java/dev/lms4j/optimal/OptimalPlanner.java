@@ -43,8 +43,9 @@ import org.slf4j.LoggerFactory;
  *       before stage {@code k}; needs each transient input of the producer in memory at
  *       {@code k} ({@code R[t,k] <= S[j,k]});</li>
  *   <li>{@code W[t,k]} (the swap state): {@code t} is swapped back in before stage {@code k};
- *       needs the one swap-out {@code O[t]}; only at stages that read {@code t} (a swap-in
- *       earlier costs the same and holds memory longer, so it is dominated);</li>
+ *       needs the one swap-out {@code O[t]}; only at stages that read {@code t} or where a
+ *       recomputation may read it (a swap-in earlier costs the same and holds memory longer,
+ *       so it is dominated);</li>
  *   <li>{@code S[t,k] <= S[t,k-1] + R[t,k] + W[t,k]}: a tensor freed (Checkmate's free
  *       variables: {@code S} dropping to 0) comes back only by recomputation or a swap-in.</li>
  * </ul>
@@ -175,9 +176,11 @@ public final class OptimalPlanner {
    * @param swapped    tensors swapped out
    * @param recomputed recomputations
    * @param solveMs    wall time of the solve
+   * @param decisions  what the solution does, one line per tensor ("f3:0 swap-in at 41", ...)
    */
   public record Result(String status, boolean feasible, boolean optimal, double stepMs,
-      double baseStepMs, double boundMs, int swapped, int recomputed, long solveMs) {
+      double baseStepMs, double boundMs, int swapped, int recomputed, long solveMs,
+      List<String> decisions) {
 
     /** Predicted time added to a step, milliseconds. */
     public double overheadMs() {
@@ -262,6 +265,23 @@ public final class OptimalPlanner {
     BoolVar[] out = new BoolVar[n];
     Literal one = m.trueLiteral();
     LinearExprBuilder cost = LinearExpr.newBuilder();
+    boolean[][] feedsRecompute = new boolean[n][];
+    for (int i = 0; i < n; i++) {
+      Item it = items.get(i);
+      feedsRecompute[i] = new boolean[it.last() - it.produced() + 1];
+    }
+    for (Item it : items) {
+      if (!it.recomputable()) {
+        continue;
+      }
+      for (int j : it.inputs()) {
+        Item in = items.get(j);
+        for (int k = Math.max(it.produced() + 1, in.produced()); k <= Math.min(it.last(),
+            in.last()); k++) {
+          feedsRecompute[j][k - in.produced()] = true;
+        }
+      }
+    }
     for (int i = 0; i < n; i++) {
       Item it = items.get(i);
       int len = it.last() - it.produced() + 1;
@@ -291,9 +311,9 @@ public final class OptimalPlanner {
           come.add(r[i][d]);
           cost.addTerm(r[i][d], Math.round(it.recomputeUs() * 1000));
         }
-        // a swap-in is placed at a stage that reads the tensor: one earlier costs the same
-        // and holds memory longer (dominated), so those are left out
-        if (it.swappable() && read[d]) {
+        // a swap-in is placed at a stage that reads the tensor or where a recomputation may
+        // read it: one earlier costs the same and holds memory longer (dominated)
+        if (it.swappable() && (read[d] || feedsRecompute[i][d])) {
           w[i][d] = m.newBoolVar("W_" + i + "_" + d);
           come.add(w[i][d]);
           m.addImplication(w[i][d], out[i]);
@@ -357,7 +377,7 @@ public final class OptimalPlanner {
       }
       if (fixed > avail) {
         return new Result("INFEASIBLE", false, false, Double.NaN, pr.baseStepMs(), Double.NaN,
-            0, 0, (System.nanoTime() - t0) / 1_000_000);
+            0, 0, (System.nanoTime() - t0) / 1_000_000, List.of());
       }
       m.addLessOrEqual(mem, avail - fixed);
     }
@@ -370,11 +390,26 @@ public final class OptimalPlanner {
     boolean feasible = st == CpSolverStatus.OPTIMAL || st == CpSolverStatus.FEASIBLE;
     if (!feasible) {
       return new Result(st.name(), false, false, Double.NaN, pr.baseStepMs(), Double.NaN, 0, 0,
-          ms);
+          ms, List.of());
     }
     int swapped = 0;
     int recomputed = 0;
+    List<String> decisions = new ArrayList<>();
     for (int i = 0; i < n; i++) {
+      StringBuilder d = new StringBuilder();
+      for (int k = 1; k < s[i].length; k++) {
+        int stage = items.get(i).produced() + k;
+        if (r[i][k] != null && solver.booleanValue(r[i][k])) {
+          d.append(" recompute at ").append(stage);
+        }
+        if (w[i][k] != null && solver.booleanValue(w[i][k])) {
+          d.append(" swap-in at ").append(stage);
+        }
+      }
+      if (d.length() > 0) {
+        decisions.add(items.get(i).name() + " [" + items.get(i).produced() + ".."
+            + items.get(i).last() + "]" + d);
+      }
       if (out[i] != null && solver.booleanValue(out[i])) {
         swapped++;
       }
@@ -393,6 +428,6 @@ public final class OptimalPlanner {
         String.format("%.3f", step), String.format("%.3f", pr.baseStepMs()),
         String.format("%.3f", bound), swapped, recomputed, ms);
     return new Result(st.name(), true, st == CpSolverStatus.OPTIMAL, step, pr.baseStepMs(),
-        bound, swapped, recomputed, ms);
+        bound, swapped, recomputed, ms, decisions);
   }
 }

@@ -117,7 +117,7 @@ class OptimalPlannerTest {
         }
         for (double h : heuristics) {
           assertThat(opt.stepMs()).as("layers %d, f %.2f", layers, f)
-              .isLessThanOrEqualTo(h + 1e-6);
+              .isLessThanOrEqualTo(h + 1e-4); // coefficients rounded to ns
           compared++;
         }
       }
@@ -134,7 +134,7 @@ class OptimalPlannerTest {
     for (int layers : new int[] {10, 20, 39}) {
       DataflowGraph g = SyntheticGraphs.trainingChain(layers, MB, 64 * 1024);
       long before = peak(g);
-      for (double f : new double[] {0.7, 0.5}) {
+      for (double f : new double[] {0.5, 0.7}) {
         long budget = (long) (before * f / 0.8);
         OptimalPlanner.Result opt = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
             .withTimeLimit(20));
@@ -145,9 +145,14 @@ class OptimalPlannerTest {
             + "optimal with repeated recomputation {} ms ({})", g.size(), f,
             String.format("%.3f", h.overheadMs()), String.format("%.3f", opt.overheadMs()),
             opt.status(), String.format("%.3f", any.overheadMs()), any.status());
+        LOG.info("optimal: {}", opt.decisions());
+        LOG.info("auto: swaps {}, recomputed {}", h.swaps().swapOuts().stream()
+            .map(so -> so.tensorName() + " trig " + so.swapIns().get(0).triggers()).toList(),
+            h.recompute().groups().stream().map(gr -> gr.ops() + " trig " + gr.triggers())
+            .toList());
         assertThat(any.stepMs()).isLessThanOrEqualTo(opt.stepMs() + 1e-6);
         assertThat(h.overheadMs()).as("%d ops at %.2f", g.size(), f)
-            .isLessThanOrEqualTo(opt.overheadMs() * 1.10 + 1e-6);
+            .isLessThanOrEqualTo(opt.overheadMs() * 1.10 + 1e-4);
       }
     }
   }

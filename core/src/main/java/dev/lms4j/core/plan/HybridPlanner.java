@@ -40,7 +40,8 @@ import org.slf4j.LoggerFactory;
  * excess over the budget; simulate again; keep the batch when the peak went down, else retry its
  * first candidate alone and, when that does not help either, move that candidate to its next
  * option (or drop it). Recomputed producers that read each other become one group (clones read
- * clones); a swapped tensor a clone reads gets its own swap-in triggered with the clone. When the
+ * clones); a clone that reads a swapped tensor reads its swap-in, which then waits for the
+ * earlier of its own trigger and the clone's. When the
  * plan fits, the most expensive decisions are undone while it still fits. The returned peak is
  * the simulator's on the rewritten model, never the planner's own bookkeeping.
  *
@@ -182,10 +183,15 @@ public final class HybridPlanner {
   private final Map<TensorId, Candidate> byTensor = new HashMap<>();
   private int simulations;
   private final boolean[] recomputed;
+  private final boolean swapFirst;
+  /** Schedule positions of the ops (levelled schedule). */
+  private int[] pos;
+  private final java.util.Set<TensorId> swapped = new java.util.HashSet<>();
 
-  private HybridPlanner(DataflowGraph g, Options o) {
+  private HybridPlanner(DataflowGraph g, Options o, boolean swapFirst) {
     this.g = g;
     this.o = o;
+    this.swapFirst = swapFirst;
     this.available = (long) (o.budgetBytes() * o.memRatio());
     this.recomputed = new boolean[g.size()];
   }
@@ -197,7 +203,21 @@ public final class HybridPlanner {
    *                           that could work (the lowest peak reached, or the lower bound)
    */
   public static Result plan(DataflowGraph g, Options o) {
-    return new HybridPlanner(g, o).run();
+    Result a = new HybridPlanner(g, o, false).run();
+    if (!a.needed() || !o.swap() || !o.recompute() || g.size() > SMALL) {
+      return a;
+    }
+    // a second start on small graphs: swap first, then turn swaps into recomputation where the
+    // whole step gets faster (finds runs of recomputed ops next to runs of swapped ones, which
+    // the cheapest-first loop interleaves)
+    try {
+      Result b = new HybridPlanner(g, o, true).run();
+      LOG.info("[LMS][0] Hybrid starts: cheapest-first {} ms, swap-first {} ms",
+          String.format("%.2f", a.predictedStepMs()), String.format("%.2f", b.predictedStepMs()));
+      return b.predictedStepMs() < a.predictedStepMs() ? b : a;
+    } catch (PlanningException e) {
+      return a;
+    }
   }
 
   private Result run() {
@@ -243,13 +263,10 @@ public final class HybridPlanner {
             continue;
           }
           int pick = pick(c);
-          if (pick < 0 || (pass == 0 && pick != c.next)) {
+          if (pick < 0 || (pass == 0 && !swapFirst && pick != c.next)) {
             continue;
           }
-          c.chosen = pick;
-          if (c.option().kind() == Kind.RECOMPUTE) {
-            recomputed[c.tid.op()] = true;
-          }
+          set(c, pick);
           batch.add(c);
           covered += c.tensor.bytes();
         }
@@ -286,6 +303,9 @@ public final class HybridPlanner {
     }
     cur = upgrade(cur);
     cur = prune(cur);
+    if (g.size() <= SMALL) {
+      cur = improve(cur);
+    }
     SwapPlan sp = cur.swaps;
     RecomputePlan rp = cur.recompute;
     double step = cm.stepMs(g, sp, rp);
@@ -303,6 +323,7 @@ public final class HybridPlanner {
    * become one group whose clones read each other), which the main loop avoids.
    */
   private Sim upgrade(Sim cur) {
+    CostModel cm = o.costModel();
     List<Candidate> swapped = new ArrayList<>();
     for (Candidate c : candidates) {
       if (c.chosen >= 0 && c.option().kind() == Kind.SWAP) {
@@ -323,8 +344,7 @@ public final class HybridPlanner {
           if (op.kind() == Kind.RECOMPUTE && op.costUs() < c.option().costUs()) {
             part.add(c);
             was.add(c.chosen);
-            c.chosen = k;
-            recomputed[c.tid.op()] = true;
+            set(c, k);
             break;
           }
         }
@@ -334,16 +354,72 @@ public final class HybridPlanner {
       }
       tries++;
       Sim s = simulate();
-      if (s != null && s.peak <= available) {
+      if (s != null && s.peak <= available && (g.size() > SMALL
+          || cm.stepMs(g, s.swaps, s.recompute) < cm.stepMs(g, cur.swaps, cur.recompute))) {
         cur = s;
         continue;
       }
       for (int k = 0; k < part.size(); k++) {
-        undo(part.get(k));
-        part.get(k).chosen = was.get(k);
+        set(part.get(k), was.get(k));
       }
     }
     return cur;
+  }
+
+  /**
+   * Local search on small graphs: for each decision, most expensive first, tries keeping the
+   * tensor and each other option, and takes a change when the plan still fits and the cost
+   * model predicts the whole step faster (this sees what per-candidate costs miss, such as the
+   * extra swap-in a recompute clone needs when it reads a swapped tensor).
+   */
+  private Sim improve(Sim cur) {
+    CostModel cm = o.costModel();
+    double best = cm.stepMs(g, cur.swaps, cur.recompute);
+    List<Candidate> touched = new ArrayList<>();
+    for (Candidate c : candidates) {
+      if (c.chosen >= 0) {
+        touched.add(c);
+      }
+    }
+    touched.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
+        .thenComparingInt(c -> c.tid.op()));
+    for (int round = 0; round < 2; round++) {
+      boolean changed = false;
+      for (Candidate c : touched) {
+        int was = c.chosen;
+        for (int k = -1; k < c.options.size(); k++) {
+          if (k == was) {
+            continue;
+          }
+          set(c, k);
+          Sim s = simulate();
+          double t = s != null && s.peak <= available
+              ? cm.stepMs(g, s.swaps, s.recompute) : Double.POSITIVE_INFINITY;
+          if (t < best - 1e-9) {
+            best = t;
+            cur = s;
+            was = k;
+            changed = true;
+          }
+          set(c, was);
+        }
+      }
+      if (!changed) {
+        break;
+      }
+    }
+    simulate();
+    return cur;
+  }
+
+  private void set(Candidate c, int k) {
+    undo(c);
+    c.chosen = k;
+    if (k >= 0 && c.option().kind() == Kind.RECOMPUTE) {
+      recomputed[c.tid.op()] = true;
+    } else if (k >= 0) {
+      swapped.add(c.tid);
+    }
   }
 
   /** Undoes the most expensive decisions while the plan still fits. */
@@ -375,11 +451,7 @@ public final class HybridPlanner {
         continue;
       }
       for (int k = 0; k < was.length; k++) {
-        Candidate c = part.get(k);
-        c.chosen = was[k];
-        if (c.option().kind() == Kind.RECOMPUTE) {
-          recomputed[c.tid.op()] = true;
-        }
+        set(part.get(k), was[k]);
       }
     }
     return cur;
@@ -391,12 +463,24 @@ public final class HybridPlanner {
    * hold all clones at once), its next swap option; -1 when there is none.
    */
   private int pick(Candidate c) {
+    int best = -1;
+    double bestUs = Double.POSITIVE_INFINITY;
+    boolean canSwap = false;
     for (int k = c.next; k < c.options.size(); k++) {
-      if (c.options.get(k).kind() != Kind.RECOMPUTE || !nextToRecomputed(c.tid.op())) {
-        return k;
+      canSwap |= c.options.get(k).kind() == Kind.SWAP;
+    }
+    for (int k = c.next; k < c.options.size(); k++) {
+      if (c.options.get(k).kind() == Kind.RECOMPUTE
+          && ((swapFirst && canSwap) || nextToRecomputed(c.tid.op()))) {
+        continue;
+      }
+      double us = c.options.get(k).costUs();
+      if (us < bestUs) {
+        bestUs = us;
+        best = k;
       }
     }
-    return -1;
+    return best;
   }
 
   private boolean nextToRecomputed(int v) {
@@ -417,6 +501,7 @@ public final class HybridPlanner {
   }
 
   private void undo(Candidate c) {
+    swapped.remove(c.tid);
     if (c.chosen >= 0 && c.option().kind() == Kind.RECOMPUTE) {
       boolean other = false;
       for (Candidate d : candidates) {
@@ -445,7 +530,7 @@ public final class HybridPlanner {
 
   private void findCandidates() {
     Levels lv = Levels.of(g);
-    int[] pos = new int[g.size()];
+    pos = new int[g.size()];
     int[] order = lv.schedule();
     for (int i = 0; i < order.length; i++) {
       pos[order[i]] = i;
@@ -708,27 +793,42 @@ public final class HybridPlanner {
       }
       Op prod = g.op(c.tid.op());
       String base = prod.name() + "_" + c.tid.output();
-      List<SwapPlan.SwapIn> ins = new ArrayList<>();
-      ins.add(new SwapPlan.SwapIn(OpTypes.LMS_PREFIX + "swapin/" + base + "/0",
-          c.backward.stream().map(u -> g.op(u).name()).toList(), c.option().triggers()));
-      int k = 1;
+      // one swap-in serves the backward readers and the clones that read the tensor; it waits
+      // for the earlier of its own trigger and the clones' group triggers
+      List<String> consumers = new ArrayList<>();
+      c.backward.forEach(u -> consumers.add(g.op(u).name()));
+      List<String> triggers = c.option().triggers();
+      int first = earliest(triggers);
       for (RecomputePlan.Group gr : readers.getOrDefault(g.tensorName(c.tid), List.of())) {
-        List<String> clones = new ArrayList<>();
         for (String name : gr.ops()) {
           for (TensorId in : g.opOrThrow(name).inputs()) {
             if (in.equals(c.tid)) {
-              clones.add(RecomputePlan.cloneName(gr.name(), name));
+              consumers.add(RecomputePlan.cloneName(gr.name(), name));
               break;
             }
           }
         }
-        ins.add(new SwapPlan.SwapIn(OpTypes.LMS_PREFIX + "swapin/" + base + "/" + k++, clones,
-            gr.triggers()));
+        int e = earliest(gr.triggers());
+        if (e < first) {
+          first = e;
+          triggers = gr.triggers();
+        }
       }
+      List<SwapPlan.SwapIn> ins = List.of(new SwapPlan.SwapIn(OpTypes.LMS_PREFIX + "swapin/"
+          + base + "/0", consumers, triggers));
       outs.add(new SwapPlan.SwapOut(prod.name(), c.tid.output(), c.tensor.dtype(),
           c.tensor.bytes(), OpTypes.LMS_PREFIX + "swapout/" + base, ins, List.of()));
     }
     return new SwapPlan(params(), outs, List.of());
+  }
+
+  /** The earliest schedule position among the named ops. */
+  private int earliest(List<String> ops) {
+    int e = Integer.MAX_VALUE;
+    for (String name : ops) {
+      e = Math.min(e, pos[g.opOrThrow(name).id()]);
+    }
+    return e;
   }
 
   private static int find(int[] parent, int v) {
