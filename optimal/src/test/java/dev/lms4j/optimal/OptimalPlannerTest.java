@@ -136,10 +136,12 @@ class OptimalPlannerTest {
       long before = peak(g);
       for (double f : new double[] {0.5, 0.7}) {
         long budget = (long) (before * f / 0.8);
+        // 10 s per solve: the 54-op problems are proven optimal in < 1 s; the larger ones end
+        // FEASIBLE (best found, not proven) at the limit
         OptimalPlanner.Result opt = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
-            .withTimeLimit(20));
-        OptimalPlanner.Result any = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
-            .withTimeLimit(20).anyRecomputation());
+            .withTimeLimit(10));
+        OptimalPlanner.Result any = layers > 10 ? opt : OptimalPlanner.solve(g,
+            OptimalPlanner.Options.of(budget).withTimeLimit(10).anyRecomputation());
         HybridPlanner.Result h = HybridPlanner.plan(g, HybridPlanner.Options.of(budget));
         LOG.info("gap: {} ops, budget {} of the peak: auto overhead {} ms, optimal {} ms ({}), "
             + "optimal with repeated recomputation {} ms ({})", g.size(), f,

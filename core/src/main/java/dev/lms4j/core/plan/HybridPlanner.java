@@ -203,7 +203,20 @@ public final class HybridPlanner {
    *                           that could work (the lowest peak reached, or the lower bound)
    */
   public static Result plan(DataflowGraph g, Options o) {
-    Result a = new HybridPlanner(g, o, false).run();
+    Result a;
+    try {
+      a = new HybridPlanner(g, o, false).run();
+    } catch (PlanningException e) {
+      if (!o.swap() || !o.recompute()) {
+        throw e;
+      }
+      // the cheapest-first loop can get stuck where swapping first still fits
+      try {
+        return new HybridPlanner(g, o, true).run();
+      } catch (PlanningException e2) {
+        throw e2.smallestBudgetBytes() < e.smallestBudgetBytes() ? e2 : e;
+      }
+    }
     if (!a.needed() || !o.swap() || !o.recompute() || g.size() > SMALL) {
       return a;
     }
@@ -374,42 +387,82 @@ public final class HybridPlanner {
    */
   private Sim improve(Sim cur) {
     CostModel cm = o.costModel();
-    double best = cm.stepMs(g, cur.swaps, cur.recompute);
-    List<Candidate> touched = new ArrayList<>();
-    for (Candidate c : candidates) {
-      if (c.chosen >= 0) {
-        touched.add(c);
+    double[] best = {cm.stepMs(g, cur.swaps, cur.recompute)};
+    Sim[] at = {cur};
+    List<Candidate> all = new ArrayList<>(candidates);
+    all.sort(Comparator.comparingDouble((Candidate c) -> c.chosen < 0 ? 0 : -c.option().costUs)
+        .thenComparingInt(c -> c.tid.op()));
+    // pairs of neighbours (the producer of one reads the other): changes that only pay together
+    List<Candidate[]> pairs = new ArrayList<>();
+    for (Candidate d : all) {
+      for (TensorId in : g.op(d.tid.op()).inputs()) {
+        Candidate c = byTensor.get(in);
+        if (c != null) {
+          pairs.add(new Candidate[] {c, d});
+        }
       }
     }
-    touched.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
-        .thenComparingInt(c -> c.tid.op()));
-    for (int round = 0; round < 2; round++) {
+    for (int round = 0; round < 3; round++) {
       boolean changed = false;
-      for (Candidate c : touched) {
-        int was = c.chosen;
-        for (int k = -1; k < c.options.size(); k++) {
-          if (k == was) {
-            continue;
-          }
-          set(c, k);
-          Sim s = simulate();
-          double t = s != null && s.peak <= available
-              ? cm.stepMs(g, s.swaps, s.recompute) : Double.POSITIVE_INFINITY;
-          if (t < best - 1e-9) {
-            best = t;
-            cur = s;
-            was = k;
-            changed = true;
-          }
-          set(c, was);
+      for (Candidate c : all) {
+        changed |= tryAll(new Candidate[] {c}, best, at);
+      }
+      for (Candidate[] p : pairs) {
+        if (simulations >= o.maxSimulations() * 8) {
+          break;
         }
+        changed |= tryAll(p, best, at);
       }
       if (!changed) {
         break;
       }
     }
     simulate();
-    return cur;
+    return at[0];
+  }
+
+  /** Tries every combination of options (keep included) for {@code cs}; keeps the fastest. */
+  private boolean tryAll(Candidate[] cs, double[] best, Sim[] at) {
+    CostModel cm = o.costModel();
+    int[] was = new int[cs.length];
+    for (int i = 0; i < cs.length; i++) {
+      was[i] = cs[i].chosen;
+    }
+    int[] k = new int[cs.length];
+    java.util.Arrays.fill(k, -1);
+    boolean changed = false;
+    while (true) {
+      boolean same = true;
+      for (int i = 0; i < cs.length; i++) {
+        same &= k[i] == was[i];
+      }
+      if (!same) {
+        for (int i = 0; i < cs.length; i++) {
+          set(cs[i], k[i]);
+        }
+        Sim s = simulate();
+        double t = s != null && s.peak <= available
+            ? cm.stepMs(g, s.swaps, s.recompute) : Double.POSITIVE_INFINITY;
+        if (t < best[0] - 1e-9) {
+          best[0] = t;
+          at[0] = s;
+          was = k.clone();
+          changed = true;
+        }
+        for (int i = 0; i < cs.length; i++) {
+          set(cs[i], was[i]);
+        }
+      }
+      int i = 0;
+      while (i < cs.length && ++k[i] >= cs[i].options.size()) {
+        k[i] = -1;
+        i++;
+      }
+      if (i == cs.length) {
+        break;
+      }
+    }
+    return changed;
   }
 
   private void set(Candidate c, int k) {
