@@ -69,6 +69,8 @@ public final class ModelBench {
     GRAPPLER_HEURISTICS("grappler-heur", null, RewriterConfig.MemOptType.HEURISTICS),
     GRAPPLER_SCHEDULING("grappler-sched", null, RewriterConfig.MemOptType.SCHEDULING_HEURISTICS),
     TFLMS("tflms", Lms.Strategy.SWAP, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    /** lms4j's cost-based planner restricted to swapping. */
+    SWAP("swap", Lms.Strategy.SWAP_ONLY, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
     REMAT("remat", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
     /** XLA-style rematerialization (standard mode) under the budget. */
     REMAT_XLA("remat-xla", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),

@@ -18,11 +18,14 @@ final class LmsOptions {
   String budget;
 
   @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
-      description = "off | tflms | swap | remat | auto | sqrt (default: ${DEFAULT-VALUE}). tflms and "
-          + "swap use the TFLMS swap planner (auto-tuned unless parameters are given); remat "
-          + "recomputes cheap forward ops in the backward pass (grappler-style groups chosen to "
-          + "fit the budget); auto recomputes first and swaps what still does not fit; sqrt is "
-          + "Chen et al.'s sqrt(n) checkpointing (a baseline).")
+      description = "off | tflms | swap | remat | auto | sqrt (default: ${DEFAULT-VALUE}). tflms "
+          + "uses the TFLMS swap planner (auto-tuned unless parameters are given); swap is the "
+          + "cost-based planner restricted to swapping (per-tensor swaps, swap-in triggers "
+          + "chosen by the cost model); remat recomputes cheap forward ops in the backward pass "
+          + "(grappler-style groups chosen to fit the budget); auto is the cost-based hybrid "
+          + "planner (per tensor keep, swap or recompute, lowest predicted step time), or the "
+          + "recompute+TFLMS baseline when that is predicted faster; sqrt is Chen et al.'s "
+          + "sqrt(n) checkpointing (a baseline).")
   String lms;
 
   @Option(names = "--swapout-threshold", defaultValue = "-1",
@@ -117,14 +120,16 @@ final class LmsOptions {
 
   /**
    * The Lms strategy of the mode: {@code remat} recomputes, {@code sqrt} is sqrt(n)
-   * checkpointing, {@code auto} recomputes first and swaps the rest unless TFLMS parameters were
-   * given (then it swaps with them), {@code tflms} and {@code swap} swap.
+   * checkpointing, {@code auto} is the hybrid planner unless TFLMS parameters were given (then
+   * it swaps with them), {@code tflms} is the TFLMS planner, {@code swap} the hybrid planner
+   * restricted to swapping unless TFLMS parameters were given.
    */
   Lms.Strategy strategy(SwapParams params) {
     return switch (mode()) {
       case REMAT -> Lms.Strategy.RECOMPUTE;
       case SQRT -> Lms.Strategy.SQRT;
       case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
+      case SWAP -> params.autoTune() ? Lms.Strategy.SWAP_ONLY : Lms.Strategy.SWAP;
       default -> Lms.Strategy.SWAP;
     };
   }

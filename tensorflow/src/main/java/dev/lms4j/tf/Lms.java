@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.plan.HybridPlanner;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
@@ -81,13 +82,15 @@ public final class Lms {
      */
     RECOMPUTE,
     /**
-     * Recompute first, swap the rest: the cheap groups that lower the simulated peak most are
-     * recomputed (on this CPU testbed recomputing a ReLU costs less than copying its output
-     * twice); if the graph still does not fit, the TFLMS swap planner is auto-tuned on the
-     * result, and swapping alone is planned too: the plan the cost model predicts faster wins.
-     * Needs a budget.
+     * The cost-based hybrid planner ({@link HybridPlanner}): per tensor keep, swap (with a
+     * chosen swap-in trigger) or recompute, minimising the step time the cost model predicts
+     * under the budget. The baseline (cheap recompute groups, then the auto-tuned TFLMS planner
+     * on the rest, or TFLMS alone) is planned too and kept when the cost model predicts it
+     * faster; the log names the choice. Needs a budget.
      */
     AUTO,
+    /** The hybrid planner restricted to swapping (per-tensor swaps and triggers). Needs a budget. */
+    SWAP_ONLY,
     /**
      * Chen et al.'s sqrt(n) checkpointing, a baseline: about sqrt(n) forward ops are kept, the
      * rest (convolutions and matmuls included) are recomputed in the backward pass. Ignores the
@@ -116,8 +119,8 @@ public final class Lms {
     if (params.tier() == Tier.DISK && swapDir == null) {
       throw new IllegalArgumentException("the disk tier needs a swap directory (swapDir)");
     }
-    if (strategy == Strategy.AUTO && budgetBytes <= 0) {
-      throw new IllegalArgumentException("the auto strategy needs a budget");
+    if ((strategy == Strategy.AUTO || strategy == Strategy.SWAP_ONLY) && budgetBytes <= 0) {
+      throw new IllegalArgumentException("the " + strategy + " strategy needs a budget");
     }
     if (strategy == Strategy.SWAP && params.autoTune() && budgetBytes <= 0) {
       throw new IllegalArgumentException("auto-tuning needs a budget: set budget(bytes) or the "
@@ -263,6 +266,9 @@ public final class Lms {
     if (strategy == Strategy.AUTO) {
       return auto(gd, model, stats, before, t0, trainOp);
     }
+    if (strategy == Strategy.SWAP_ONLY) {
+      return hybrid(gd, model, stats, before, t0, trainOp, false);
+    }
     if (strategy == Strategy.SQRT) {
       RecomputePlan plan = SqrtCheckpointPlanner.plan(model);
       GraphDef out = RecomputeRewriter.rewrite(gd, plan);
@@ -374,6 +380,69 @@ public final class Lms {
       return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
           ms(t0), 0);
     }
+    LmsResult hybrid = null;
+    PlanningException failure = null;
+    try {
+      hybrid = hybrid(gd, model, stats, before, t0, trainOp, true);
+    } catch (PlanningException e) {
+      failure = e;
+      LOG.info("[LMS][0] The hybrid planner found no plan ({}); trying the baseline",
+          e.getMessage());
+    }
+    LmsResult baseline;
+    try {
+      baseline = baseline(gd, model, stats, before, t0, trainOp);
+    } catch (PlanningException e) {
+      if (hybrid == null) {
+        throw failure.smallestBudgetBytes() <= e.smallestBudgetBytes() ? failure : e;
+      }
+      LOG.info("[LMS][0] auto: hybrid plan chosen (the baseline does not fit)");
+      return hybrid;
+    }
+    if (hybrid == null) {
+      LOG.info("[LMS][0] auto: baseline plan chosen (recompute groups + TFLMS swap)");
+      return baseline;
+    }
+    double h = costModel.stepMs(model, hybrid.plan(), hybrid.recompute());
+    double b = costModel.stepMs(model, baseline.plan(), baseline.recompute());
+    boolean useHybrid = h <= b;
+    LOG.info("[LMS][0] auto: predicted step time hybrid {} ms, baseline (recompute groups + "
+        + "TFLMS) {} ms: {} plan chosen", String.format("%.1f", h), String.format("%.1f", b),
+        useHybrid ? "hybrid" : "baseline");
+    return useHybrid ? hybrid : baseline;
+  }
+
+  /** The hybrid planner's plan (with or without recomputation), rewritten. */
+  private LmsResult hybrid(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
+      long t0, String trainOp, boolean recompute) {
+    HybridPlanner.Options o = new HybridPlanner.Options(budgetBytes, memRatio, costModel,
+        params.tier(), true, recompute, 12, 400);
+    HybridPlanner.Result r = HybridPlanner.plan(model, o);
+    if (!r.needed()) {
+      LOG.info("[LMS][0] LMS is not necessary. Turned LMS off. (simulated peak {} MiB)",
+          mib(before));
+      return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
+          ms(t0), 0);
+    }
+    GraphDef remat = RecomputeRewriter.rewrite(gd, r.recompute());
+    GraphDef out = SwapRewriter.rewrite(remat, r.swaps(), params.tier(), swapDir, trainOp);
+    LOG.info("[LMS][0] {}: recomputing {} operations in {} groups and swapping {} tensors ({} "
+        + "MiB); predicted peak {} MiB -> {} MiB, step {} ms -> {} ms",
+        recompute ? "Hybrid planner" : "Swap-only planner", r.recompute().clonedOps(),
+        r.recompute().groups().size(), r.swaps().swapOuts().size(),
+        mib(r.swaps().swapOutBytes()), mib(before), mib(r.predictedPeak()),
+        String.format("%.1f", r.baseStepMs()), String.format("%.1f", r.predictedStepMs()));
+    return new LmsResult(out, r.swaps(), model, stats, before, r.predictedPeak(), true, ms(t0),
+        out.getNodeCount() - gd.getNodeCount(), r.recompute());
+  }
+
+  /**
+   * The baseline: recompute cheap groups first, swap what still does not fit with the
+   * auto-tuned TFLMS planner, or swap alone when the cost model predicts that faster.
+   */
+  private LmsResult baseline(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
+      long t0, String trainOp) {
+    long available = (long) (budgetBytes * memRatio);
     RecomputePlanner.Result rr = RecomputePlanner.bestEffort(model, budgetBytes, memRatio);
     GraphDef remat = RecomputeRewriter.rewrite(gd, rr.plan());
     if (rr.predictedPeak() <= available) {

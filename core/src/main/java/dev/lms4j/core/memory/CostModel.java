@@ -5,8 +5,18 @@ import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.plan.PlanApplier;
+import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.schedule.Levels;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -20,9 +30,15 @@ import java.util.Set;
  *       from the static shapes (matmuls and convolutions and their gradients counted exactly,
  *       other ops one FLOP per output element).</li>
  *   <li>Swap time: each swap-out moves the tensor once to the tier, each swap-in once back, at
- *       the tier's measured bandwidth plus a fixed latency. With {@code overlap} the transfers
- *       run beside compute and cost only what exceeds it; without (ops run in the caller's
- *       thread, lms4j's default), they add up.</li>
+ *       the tier's bandwidth plus a fixed latency (host: {@code swapBandwidth},
+ *       {@code swapLatencyUs}; disk: {@code diskBandwidth}, {@code diskLatencyUs}). Without
+ *       {@code overlap} (ops run in the caller's thread, lms4j's default with the standard-op
+ *       swap) every transfer adds to the step. With {@code overlap} a transfer runs beside the
+ *       compute that may run while it is in flight (a swap-out: from its producer's end to its
+ *       first swap-in's start; a swap-in: from when its inputs and triggers are done to its
+ *       first consumer's start, on the levelled schedule); only the part that exceeds that
+ *       window adds to the step, and the step is never shorter than all transfers back to
+ *       back (one copy engine).</li>
  *   <li>Recompute time: the time of each cloned op again.</li>
  * </ul>
  *
@@ -38,9 +54,17 @@ import java.util.Set;
  * @param swapLatencyUs   fixed cost per swap op, microseconds
  * @param overlap         transfers overlap with compute
  * @param profileUs       measured op times by op name, microseconds (may be empty)
+ * @param diskBandwidth   bytes/s of one direction of a disk-tier swap
+ * @param diskLatencyUs   fixed cost per disk-tier swap op, microseconds
  */
 public record CostModel(double flopRate, double memoryBandwidth, double opOverheadUs,
-    double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs) {
+    double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs,
+    double diskBandwidth, double diskLatencyUs) {
+
+  /** Default disk-tier bandwidth (one direction), bytes/s: page-cache-bound writes and reads. */
+  public static final double DEFAULT_DISK_BANDWIDTH = 1.0e9;
+  /** Default disk-tier latency per transfer op, microseconds (file open, write, close). */
+  public static final double DEFAULT_DISK_LATENCY_US = 200;
 
   private static final Set<String> MATMULS = Set.of("MatMul", "BatchMatMul", "BatchMatMulV2",
       "BatchMatMulV3");
@@ -49,6 +73,13 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
 
   public CostModel {
     profileUs = Map.copyOf(profileUs);
+  }
+
+  /** A model whose disk tier has the default bandwidth and latency. */
+  public CostModel(double flopRate, double memoryBandwidth, double opOverheadUs,
+      double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs) {
+    this(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs, overlap,
+        profileUs, DEFAULT_DISK_BANDWIDTH, DEFAULT_DISK_LATENCY_US);
   }
 
   /**
@@ -65,13 +96,68 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
   /** The same model with measured op times. */
   public CostModel withProfile(Map<String, Double> microsByOp) {
     return new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
-        overlap, microsByOp);
+        overlap, microsByOp, diskBandwidth, diskLatencyUs);
   }
 
-  /** The same model with another swap bandwidth (bytes/s, one direction). */
+  /** The same model with another host-tier swap bandwidth (bytes/s, one direction). */
   public CostModel withSwapBandwidth(double bytesPerSecond) {
-    return new CostModel(flopRate, memoryBandwidth, opOverheadUs, bytesPerSecond, swapLatencyUs,
-        overlap, profileUs);
+    return withTier(Tier.HOST, bytesPerSecond, swapLatencyUs);
+  }
+
+  /**
+   * The same model with another bandwidth (bytes/s, one direction) and latency (microseconds
+   * per transfer op) for {@code tier}; {@link Tier#DEVICE_PLACEMENT} shares the host's.
+   */
+  public CostModel withTier(Tier tier, double bytesPerSecond, double latencyUs) {
+    if (!(bytesPerSecond > 0) || latencyUs < 0) {
+      throw new IllegalArgumentException("bandwidth must be positive and latency >= 0");
+    }
+    return tier == Tier.DISK
+        ? new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
+            overlap, profileUs, bytesPerSecond, latencyUs)
+        : new CostModel(flopRate, memoryBandwidth, opOverheadUs, bytesPerSecond, latencyUs,
+            overlap, profileUs, diskBandwidth, diskLatencyUs);
+  }
+
+  /** The same model with transfers overlapping compute ({@code true}) or adding to it. */
+  public CostModel withOverlap(boolean on) {
+    return new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
+        on, profileUs, diskBandwidth, diskLatencyUs);
+  }
+
+  /**
+   * Loads measured op times from a per-op trace as {@code StepLoop} writes it with
+   * {@code LMS4J_DUMP_TRACE} (tab-separated: start micros, op name, bytes in use, op peak,
+   * output bytes, duration micros). An op that appears several times (one row per device or
+   * per kernel) gets the sum. Lines that do not parse are skipped.
+   */
+  public static Map<String, Double> loadTrace(Path tsv) {
+    List<String> lines;
+    try {
+      lines = Files.readAllLines(tsv);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    Map<String, Double> us = new HashMap<>();
+    for (String line : lines) {
+      String[] f = line.split("\t");
+      if (f.length < 6) {
+        continue;
+      }
+      try {
+        us.merge(f[1], Double.parseDouble(f[5].trim()), Double::sum);
+      } catch (NumberFormatException e) {
+        // a header or a damaged row
+      }
+    }
+    return us;
+  }
+
+  /** Time to move {@code bytes} once to or from {@code tier}, microseconds. */
+  public double transferUs(long bytes, Tier tier) {
+    return tier == Tier.DISK
+        ? bytes / diskBandwidth * 1e6 + diskLatencyUs
+        : bytes / swapBandwidth * 1e6 + swapLatencyUs;
   }
 
   /** Estimated FLOPs of one op. */
@@ -119,21 +205,23 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
     return Math.max(flops(g, op) / flopRate, bytes / memoryBandwidth) * 1e6 + opOverheadUs;
   }
 
-  /** Predicted compute time of a step of {@code g}, milliseconds. */
+  /** Predicted compute time of a step of {@code g}, milliseconds (swap ops not counted). */
   public double computeMs(DataflowGraph g) {
     double us = 0;
     for (Op op : g.ops()) {
-      us += opUs(g, op);
+      if (!isSwap(op)) {
+        us += opUs(g, op);
+      }
     }
     return us / 1000;
   }
 
-  /** Time the swaps of a plan add, milliseconds (0 beyond compute when overlapped). */
+  /** Time all transfers of a plan take back to back, milliseconds (tier of its parameters). */
   public double swapMs(SwapPlan plan) {
+    Tier tier = plan.params().tier();
     double us = 0;
     for (SwapPlan.SwapOut so : plan.swapOuts()) {
-      us += so.bytes() / swapBandwidth * 1e6 + swapLatencyUs;
-      us += so.swapIns().size() * (so.bytes() / swapBandwidth * 1e6 + swapLatencyUs);
+      us += (1 + so.swapIns().size()) * transferUs(so.bytes(), tier);
     }
     return us / 1000;
   }
@@ -149,11 +237,71 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
     return us / 1000;
   }
 
-  /** Predicted step time of {@code g} with both plans applied, milliseconds. */
+  /**
+   * Predicted step time of {@code g} with both plans applied, milliseconds. The swap plan's
+   * names refer to {@code g} with the recompute plan applied (as {@code Lms} applies them).
+   */
   public double stepMs(DataflowGraph g, SwapPlan swaps, RecomputePlan recompute) {
     double compute = computeMs(g) + recomputeMs(g, recompute);
-    double transfers = swapMs(swaps);
-    return overlap ? Math.max(compute, transfers) : compute + transfers;
+    if (!overlap || swaps.isEmpty()) {
+      return compute + swapMs(swaps);
+    }
+    DataflowGraph r = PlanApplier.apply(RecomputeApplier.apply(g, recompute), swaps);
+    return compute + unhiddenMs(r, swaps.params().tier());
+  }
+
+  /**
+   * The transfer time a rewritten graph {@code r} adds to its compute, milliseconds: with
+   * {@code overlap}, what each transfer does not hide behind the compute of its window (see the
+   * class comment), and at least the excess of all transfers over all compute; without, every
+   * transfer.
+   */
+  public double unhiddenMs(DataflowGraph r, Tier tier) {
+    int n = r.size();
+    double[] start = new double[n];
+    double[] end = new double[n];
+    double t = 0;
+    for (int v : Levels.of(r).schedule()) {
+      Op op = r.op(v);
+      start[v] = t;
+      if (!isSwap(op)) {
+        t += opUs(r, op);
+      }
+      end[v] = t;
+    }
+    double compute = t;
+    double total = 0;
+    double unhidden = 0;
+    for (Op op : r.ops()) {
+      if (!isSwap(op)) {
+        continue;
+      }
+      double x = transferUs(op.outputs().get(0).bytes() > 0 ? op.outputs().get(0).bytes()
+          : r.tensor(op.inputs().get(0)).bytes(), tier);
+      total += x;
+      if (!overlap) {
+        unhidden += x;
+        continue;
+      }
+      double ready = 0;
+      for (int p : r.predecessors(op.id())) {
+        ready = Math.max(ready, end[p]);
+      }
+      double need = Double.POSITIVE_INFINITY;
+      for (int c : r.successors(op.id())) {
+        need = Math.min(need, start[c]);
+      }
+      if (need == Double.POSITIVE_INFINITY) {
+        need = compute;
+      }
+      unhidden += Math.max(0, x - Math.max(0, need - ready));
+    }
+    double added = Math.max(unhidden, total - compute);
+    return Math.max(0, added) / 1000;
+  }
+
+  private static boolean isSwap(Op op) {
+    return op.type().equals(OpTypes.SWAP_OUT) || op.type().equals(OpTypes.SWAP_IN);
   }
 
   private static double elements(Tensor t) {

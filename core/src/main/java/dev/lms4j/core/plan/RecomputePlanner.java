@@ -137,7 +137,7 @@ public final class RecomputePlanner {
   }
 
   /** True when an op may be recomputed at all. */
-  static boolean recomputable(Op op) {
+  public static boolean recomputable(Op op) {
     if (op.category() != OpCategory.FORWARD || OpTypes.isRandomOrStateful(op.type())
         || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)
         || op.outputs().isEmpty()) {
