@@ -344,7 +344,7 @@ public final class Lms {
     Rematerializer.Options o = Rematerializer.Options.defaults()
         .withMode(rematMode == RematMode.PATH ? Rematerializer.Mode.PATH
             : Rematerializer.Mode.STANDARD)
-        .withSmallNodeLimit(smallNodeLimitBytes).withCostModel(costModel);
+        .withSmallNodeLimit(smallNodeLimitBytes).withCostModel(costModel());
     Rematerializer.Result r = Rematerializer.bestEffort(model, limit, o);
     if (rematDump != null) {
       r.dump(rematDump);
@@ -403,8 +403,8 @@ public final class Lms {
       LOG.info("[LMS][0] auto: baseline plan chosen (recompute groups + TFLMS swap)");
       return baseline;
     }
-    double h = costModel.stepMs(model, hybrid.plan(), hybrid.recompute());
-    double b = costModel.stepMs(model, baseline.plan(), baseline.recompute());
+    double h = costModel().stepMs(model, hybrid.plan(), hybrid.recompute());
+    double b = costModel().stepMs(model, baseline.plan(), baseline.recompute());
     boolean useHybrid = h <= b;
     LOG.info("[LMS][0] auto: predicted step time hybrid {} ms, baseline (recompute groups + "
         + "TFLMS) {} ms: {} plan chosen", String.format("%.1f", h), String.format("%.1f", b),
@@ -415,7 +415,7 @@ public final class Lms {
   /** The hybrid planner's plan (with or without recomputation), rewritten. */
   private LmsResult hybrid(GraphDef gd, DataflowGraph model, GraphStats stats, long before,
       long t0, String trainOp, boolean recompute) {
-    HybridPlanner.Options o = new HybridPlanner.Options(budgetBytes, memRatio, costModel,
+    HybridPlanner.Options o = new HybridPlanner.Options(budgetBytes, memRatio, costModel(),
         params.tier(), true, recompute, 12, 400);
     HybridPlanner.Result r = HybridPlanner.plan(model, o);
     if (!r.needed()) {
