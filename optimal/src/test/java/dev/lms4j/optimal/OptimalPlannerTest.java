@@ -85,7 +85,7 @@ class OptimalPlannerTest {
       for (double f : new double[] {0.8, 0.6, 0.45}) {
         long budget = (long) (before * f / 0.8);
         OptimalPlanner.Result opt = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
-            .withTimeLimit(20));
+            .withTimeLimit(8));
         List<Double> heuristics = new ArrayList<>();
         try {
           HybridPlanner.Result h = HybridPlanner.plan(g, HybridPlanner.Options.of(budget));
@@ -131,17 +131,18 @@ class OptimalPlannerTest {
    */
   @Test
   void autoIsWithinTenPercentOfOptimal() {
-    for (int layers : new int[] {10, 20, 39}) {
+    // 10 and 39 layers (54 and 199 ops); docs/planner.md also lists 20 layers (104 ops)
+    for (int layers : new int[] {10, 39}) {
       DataflowGraph g = SyntheticGraphs.trainingChain(layers, MB, 64 * 1024);
       long before = peak(g);
       for (double f : new double[] {0.5, 0.7}) {
         long budget = (long) (before * f / 0.8);
-        // 10 s per solve: the 54-op problems are proven optimal in < 1 s; the larger ones end
+        // 8 s per solve: the 54-op problems are proven optimal in < 1 s; the 199-op ones end
         // FEASIBLE (best found, not proven) at the limit
         OptimalPlanner.Result opt = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
-            .withTimeLimit(10));
+            .withTimeLimit(8));
         OptimalPlanner.Result any = layers > 10 ? opt : OptimalPlanner.solve(g,
-            OptimalPlanner.Options.of(budget).withTimeLimit(10).anyRecomputation());
+            OptimalPlanner.Options.of(budget).withTimeLimit(8).anyRecomputation());
         HybridPlanner.Result h = HybridPlanner.plan(g, HybridPlanner.Options.of(budget));
         LOG.info("gap: {} ops, budget {} of the peak: auto overhead {} ms, optimal {} ms ({}), "
             + "optimal with repeated recomputation {} ms ({})", g.size(), f,

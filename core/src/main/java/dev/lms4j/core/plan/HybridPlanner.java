@@ -175,7 +175,6 @@ public final class HybridPlanner {
     }
   }
 
-  static boolean DBG = Boolean.getBoolean("hybrid.debug");
   private final DataflowGraph g;
   private final Options o;
   private final long available;
@@ -289,11 +288,6 @@ public final class HybridPlanner {
         continue;
       }
       Sim s = simulate();
-      if (DBG) {
-        System.err.println("peak " + cur.peak + " live " + live.size() + " batch "
-            + batch.stream().map(c -> g.op(c.tid.op()).name() + "/" + c.options.get(c.chosen).kind()).toList()
-            + " -> " + (s == null ? "cycle" : s.peak));
-      }
       if (s != null && s.peak < cur.peak) {
         cur = s;
         single = false;
