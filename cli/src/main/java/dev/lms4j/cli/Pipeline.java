@@ -162,7 +162,8 @@ final class Pipeline {
   private static ObjectNode paramsJson(LmsResult lms, boolean rewritten) {
     SwapParams p = lms.plan().params();
     ObjectNode n = new ObjectMapper().createObjectNode();
-    n.put("planner", lms.recompute().isEmpty() ? "tflms-swap" : "recompute+tflms-swap")
+    n.put("planner", lms.planner() != null ? lms.planner()
+        : lms.recompute().isEmpty() ? "tflms-swap" : "recompute+tflms-swap")
         .put("lms_needed", rewritten)
         .put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
         .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())

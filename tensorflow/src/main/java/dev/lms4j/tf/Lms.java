@@ -425,7 +425,8 @@ public final class Lms {
           ms(t0), 0);
     }
     GraphDef remat = RecomputeRewriter.rewrite(gd, r.recompute());
-    GraphDef out = SwapRewriter.rewrite(remat, r.swaps(), params.tier(), swapDir, trainOp);
+    GraphDef out = SwapRewriter.rewrite(remat, r.swaps(), params.tier(), swapDir, trainOp,
+        mechanism());
     LOG.info("[LMS][0] {}: recomputing {} operations in {} groups and swapping {} tensors ({} "
         + "MiB); predicted peak {} MiB -> {} MiB, step {} ms -> {} ms",
         recompute ? "Hybrid planner" : "Swap-only planner", r.recompute().clonedOps(),
@@ -433,7 +434,8 @@ public final class Lms {
         mib(r.swaps().swapOutBytes()), mib(before), mib(r.predictedPeak()),
         String.format("%.1f", r.baseStepMs()), String.format("%.1f", r.predictedStepMs()));
     return new LmsResult(out, r.swaps(), model, stats, before, r.predictedPeak(), true, ms(t0),
-        out.getNodeCount() - gd.getNodeCount(), r.recompute());
+        out.getNodeCount() - gd.getNodeCount(), r.recompute())
+        .withPlanner(recompute ? "hybrid" : "hybrid-swap");
   }
 
   /**
@@ -451,7 +453,7 @@ public final class Lms {
           mib(rr.predictedPeak()));
       return new LmsResult(remat, SwapPlan.empty(params), model, stats, before,
           rr.predictedPeak(), true, ms(t0), remat.getNodeCount() - gd.getNodeCount(),
-          rr.plan());
+          rr.plan()).withPlanner("grappler-recompute");
     }
     DataflowGraph model2 = RecomputeApplier.apply(model, rr.plan());
     SwapAutoTuner.Result tuned;
@@ -489,7 +491,8 @@ public final class Lms {
         tuned.plan().swapOuts().size(), mib(tuned.plan().swapOutBytes()), mib(before),
         mib(tuned.predictedPeak()));
     return new LmsResult(out, tuned.plan(), model, stats, before, tuned.predictedPeak(), true,
-        ms(t0), out.getNodeCount() - gd.getNodeCount(), recompute);
+        ms(t0), out.getNodeCount() - gd.getNodeCount(), recompute)
+        .withPlanner(recompute.isEmpty() ? "tflms-swap" : "recompute+tflms-swap");
   }
 
   private static long ms(long t0) {

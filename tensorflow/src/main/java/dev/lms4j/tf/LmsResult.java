@@ -21,10 +21,27 @@ import org.tensorflow.proto.GraphDef;
  * @param recompute         the recomputation plan (empty for swapping)
  * @param scheduling        the scheduling step run before planning (null when none changed
  *                          the graph); its peaks are the simulated peak before and after it
+ * @param planner           which planner made the plan ({@code hybrid}, {@code hybrid-swap},
+ *                          {@code tflms-swap}, {@code recompute+tflms-swap}), or null when the
+ *                          caller can tell from the strategy
  */
 public record LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,
     long predictedPeakBefore, long predictedPeakAfter, boolean rewritten, long planningMs,
-    int addedNodes, RecomputePlan recompute, Scheduling.Result scheduling) {
+    int addedNodes, RecomputePlan recompute, Scheduling.Result scheduling, String planner) {
+
+  /** A result naming no planner. */
+  public LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,
+      long predictedPeakBefore, long predictedPeakAfter, boolean rewritten, long planningMs,
+      int addedNodes, RecomputePlan recompute, Scheduling.Result scheduling) {
+    this(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter, rewritten,
+        planningMs, addedNodes, recompute, scheduling, null);
+  }
+
+  /** The same result, naming the planner that made it. */
+  public LmsResult withPlanner(String name) {
+    return new LmsResult(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter,
+        rewritten, planningMs, addedNodes, recompute, scheduling, name);
+  }
 
   /** A result without a scheduling step. */
   public LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, GraphStats stats,
@@ -37,7 +54,7 @@ public record LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, G
   /** The same result with the scheduling step that preceded planning. */
   public LmsResult withScheduling(Scheduling.Result s) {
     return new LmsResult(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter,
-        rewritten || s.changed(), planningMs, addedNodes, recompute, s);
+        rewritten || s.changed(), planningMs, addedNodes, recompute, s, planner);
   }
 
   /** A result of swapping (no recomputation). */
