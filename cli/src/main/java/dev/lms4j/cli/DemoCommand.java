@@ -79,11 +79,16 @@ final class DemoCommand implements Callable<Integer> {
     row("budget, LMS", b, on);
     boolean same = on.fits() && Arrays.equals(on.losses(), free.losses());
     System.out.println();
-    System.out.printf(Locale.ROOT, "LMS (auto): %d ops recomputed in %d groups, %d swap-outs "
-        + "(%s), %d swap-ins%s; predicted peak %s -> %s%n", lr.recompute().clonedOps(),
+    boolean tflms = lr.planner() != null && lr.planner().contains("tflms");
+    System.out.printf(Locale.ROOT, "LMS (auto, %s planner, %s swap path): %d ops recomputed in "
+        + "%d groups, %d swap-outs (%s), %d swap-ins%s; predicted peak %s -> %s%n",
+        lr.planner() == null ? "no" : lr.planner(),
+        dev.lms4j.tf.NativeSwap.uses(lr.graphDef()) ? "native" : "standard",
+        lr.recompute().clonedOps(),
         lr.recompute().groups().size(), lr.plan().swapOuts().size(),
         Sizes.mib(lr.plan().swapOutBytes()), lr.plan().swapInCount(),
-        lr.plan().swapOuts().isEmpty() ? "" : ", parameters " + lr.plan().params().summary(),
+        lr.plan().swapOuts().isEmpty() || !tflms ? ""
+            : ", parameters " + lr.plan().params().summary(),
         Sizes.mib(lr.predictedPeakBefore()), Sizes.mib(lr.predictedPeakAfter()));
     if (on.fits()) {
       System.out.printf(Locale.ROOT, "Losses with LMS %s the unbudgeted run's; step time %.2fx.%n",
