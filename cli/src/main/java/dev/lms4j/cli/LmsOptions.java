@@ -17,8 +17,9 @@ final class LmsOptions {
           + "worker JVM whose TensorFlow allocator is limited to it.")
   String budget;
 
-  @Option(names = "--lms", paramLabel = "MODE", defaultValue = "auto",
-      description = "off | tflms | swap | remat | auto | sqrt (default: ${DEFAULT-VALUE}). tflms "
+  @Option(names = "--lms", paramLabel = "MODE",
+      description = "off | tflms | swap | remat | auto | sqrt (default: auto with --budget or "
+          + "TFLMS parameters, else off). tflms "
           + "uses the TFLMS swap planner (auto-tuned unless parameters are given); swap is the "
           + "cost-based planner restricted to swapping (per-tensor swaps, swap-in triggers "
           + "chosen by the cost model); remat recomputes cheap forward ops in the backward pass "
@@ -115,6 +116,11 @@ final class LmsOptions {
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
 
   LmsMode mode() {
+    if (lms == null) {
+      // nothing to plan against: without a budget or TFLMS parameters, run the graph as it is
+      boolean tflmsParams = swapoutThreshold >= 0 || swapinAhead >= 0 || swapinGroupby >= 0;
+      return budget == null && !tflmsParams ? LmsMode.OFF : LmsMode.AUTO;
+    }
     return LmsMode.parse(lms);
   }
 
