@@ -420,77 +420,64 @@ public final class ModelBench {
       // the measured peak makes the base batch itself fail now and then
       long fixedMib = Math.round(noLmsMib * 1.05);
       if (c.capacity()) {
-        long budget = fixedMib << 20;
-        int phys = physicalLimit(c.batch(), budget, b -> LowerBound.of(model(build(b,
-            Map.of()))));
         ObjectNode cap = node.putObject("capacity");
-        cap.put("budget_mib", fixedMib).put("base_batch", c.batch())
-            .put("physical_limit_batch", phys);
-        say("-- capacity at %d MiB: physical limit batch %d --", fixedMib, phys);
-        Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
-        for (Method m : s.methods()) {
-          fs.put(m, pool.submit(() -> largest(c.batch(), phys, b -> fits(build(b, Map.of()), m,
-              budget, "batch " + b, b, throughput))));
-        }
-        ArrayNode rowsCap = cap.putArray("methods");
-        Map<Method, Integer> largest = new EnumMap<>(Method.class);
-        for (Method m : s.methods()) {
-          largest.put(m, get(fs.get(m)));
-        }
+        cap.put("budget_mib", fixedMib).put("base_batch", c.batch());
+        largestPerMethod(cap, "batch", c.batch(), fixedMib << 20, b -> build(b, Map.of()),
+            "physical_limit_batch", "largest_batch", "no_lms_largest_batch", throughput);
         ArrayNode curve = cap.putArray("throughput");
         synchronized (throughput) {
           throughput.forEach((m, pts) -> pts.forEach(pt -> curve.addObject()
               .put("method", m.label).put("batch", (int) pt[0]).put("samples_per_s", pt[1])));
         }
-        int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : c.batch();
-        cap.put("no_lms_largest_batch", ref);
-        for (Method m : s.methods()) {
-          int b = largest.get(m);
-          rowsCap.addObject().put("method", m.label).put("largest_batch", b)
-              .put("ratio_to_no_lms", b / (double) ref)
-              .put("share_of_physical_limit", b / (double) phys);
-          say("largest batch %-16s %d (%.2fx no-LMS, %.0f%% of the physical limit)", m.label, b,
-              b / (double) ref, 100.0 * b / phys);
-        }
       }
 
       // 4. the largest input size at the base batch
       if (c.inputSize() && c.sizeOption() != null) {
-        long budget = fixedMib << 20;
-        int base = Integer.parseInt(spec.defaultOptions().get(c.sizeOption()));
-        if (c.options().containsKey(c.sizeOption())) {
-          base = Integer.parseInt(c.options().get(c.sizeOption()));
-        }
-        final int size0 = base;
         String opt = c.sizeOption();
-        int phys = physicalLimit(size0, budget, v -> LowerBound.of(model(build(c.batch(),
-            Map.of(opt, Integer.toString(v))))));
+        int size0 = Integer.parseInt(c.options().getOrDefault(opt,
+            spec.defaultOptions().get(opt)));
         ObjectNode sz = node.putObject("input_size");
-        sz.put("option", opt).put("budget_mib", fixedMib).put("base", size0)
-            .put("physical_limit", phys);
-        say("-- largest %s at batch %d, %d MiB: physical limit %d --", opt, c.batch(), fixedMib,
-            phys);
-        Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
-        for (Method m : s.methods()) {
-          fs.put(m, pool.submit(() -> largest(size0, phys, v -> fits(build(c.batch(),
-              Map.of(opt, Integer.toString(v))), m, budget, opt + " " + v))));
-        }
-        ArrayNode rowsSz = sz.putArray("methods");
-        Map<Method, Integer> largest = new EnumMap<>(Method.class);
-        for (Method m : s.methods()) {
-          largest.put(m, get(fs.get(m)));
-        }
-        int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : size0;
-        sz.put("no_lms_largest", ref);
-        for (Method m : s.methods()) {
-          int v = largest.get(m);
-          rowsSz.addObject().put("method", m.label).put("largest", v)
-              .put("ratio_to_no_lms", v / (double) ref)
-              .put("share_of_physical_limit", v / (double) phys);
-          say("largest %s %-16s %d (%.2fx no-LMS)", opt, m.label, v, v / (double) ref);
-        }
+        sz.put("option", opt).put("budget_mib", fixedMib).put("base", size0);
+        largestPerMethod(sz, opt, size0, fixedMib << 20,
+            v -> build(c.batch(), Map.of(opt, Integer.toString(v))), "physical_limit", "largest",
+            "no_lms_largest", null);
       }
       return node;
+    }
+
+    /**
+     * For each method, the largest value of a size (batch, image side, ...) that trains at
+     * {@code budget}, searched up to the physical limit (resident bytes plus the largest op fit);
+     * rows go to {@code node.methods} with their ratio to no-LMS and share of the limit.
+     */
+    void largestPerMethod(ObjectNode node, String what, int base, long budget,
+        java.util.function.IntFunction<TrainingGraph> graphAt, String physField,
+        String largestField, String refField, Map<Method, List<double[]>> points)
+        throws IOException {
+      int phys = physicalLimit(base, budget, v -> LowerBound.of(model(graphAt.apply(v))));
+      node.put(physField, phys);
+      say("-- largest %s at %d MiB: physical limit %d --", what, budget >> 20, phys);
+      Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
+      for (Method m : s.methods()) {
+        fs.put(m, pool.submit(() -> largest(base, phys, v -> points == null
+            ? fits(graphAt.apply(v), m, budget, what + " " + v)
+            : fits(graphAt.apply(v), m, budget, what + " " + v, v, points))));
+      }
+      Map<Method, Integer> largest = new EnumMap<>(Method.class);
+      for (Method m : s.methods()) {
+        largest.put(m, get(fs.get(m)));
+      }
+      int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : base;
+      node.put(refField, ref);
+      ArrayNode rows = node.putArray("methods");
+      for (Method m : s.methods()) {
+        int v = largest.get(m);
+        rows.addObject().put("method", m.label).put(largestField, v)
+            .put("ratio_to_no_lms", v / (double) ref)
+            .put("share_of_physical_limit", v / (double) phys);
+        say("largest %s %-16s %d (%.2fx no-LMS, %.0f%% of the physical limit)", what, m.label, v,
+            v / (double) ref, 100.0 * v / phys);
+      }
     }
 
     /** The smallest MiB in (lo, hi] at which {@code m} trains, -1 when hi does not. */

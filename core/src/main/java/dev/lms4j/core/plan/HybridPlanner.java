@@ -817,14 +817,14 @@ public final class HybridPlanner {
     for (int v : byOp.keySet()) {
       for (TensorId in : g.op(v).inputs()) {
         if (member[in.op()]) {
-          union(parent, v, in.op());
+          UnionFind.union(parent, v, in.op());
         }
       }
     }
     Map<Integer, List<Integer>> comps = new TreeMap<>();
     for (int v : g.topologicalOrder()) {
       if (member[v]) {
-        comps.computeIfAbsent(find(parent, v), k -> new ArrayList<>()).add(v);
+        comps.computeIfAbsent(UnionFind.find(parent, v), k -> new ArrayList<>()).add(v);
       }
     }
     List<RecomputePlan.Group> groups = new ArrayList<>();
@@ -917,21 +917,6 @@ public final class HybridPlanner {
     return e;
   }
 
-  private static int find(int[] parent, int v) {
-    while (parent[v] != v) {
-      parent[v] = parent[parent[v]];
-      v = parent[v];
-    }
-    return v;
-  }
-
-  private static void union(int[] parent, int a, int b) {
-    int ra = find(parent, a);
-    int rb = find(parent, b);
-    if (ra != rb) {
-      parent[Math.max(ra, rb)] = Math.min(ra, rb);
-    }
-  }
 
   private static long mib(long b) {
     return b >> 20;

@@ -171,14 +171,14 @@ public final class RecomputePlanner {
       }
       for (TensorId t : op.inputs()) {
         if (in[t.op()]) {
-          union(parent, op.id(), t.op());
+          UnionFind.union(parent, op.id(), t.op());
         }
       }
     }
     TreeMap<Integer, List<Integer>> comps = new TreeMap<>();
     for (int v : g.topologicalOrder()) {
       if (in[v]) {
-        comps.computeIfAbsent(find(parent, v), k -> new ArrayList<>()).add(v);
+        comps.computeIfAbsent(UnionFind.find(parent, v), k -> new ArrayList<>()).add(v);
       }
     }
     Levels lv = Levels.of(g);
@@ -240,21 +240,5 @@ public final class RecomputePlanner {
       }
     }
     return List.copyOf(backward.isEmpty() ? any : backward);
-  }
-
-  private static int find(int[] parent, int v) {
-    while (parent[v] != v) {
-      parent[v] = parent[parent[v]];
-      v = parent[v];
-    }
-    return v;
-  }
-
-  private static void union(int[] parent, int a, int b) {
-    int ra = find(parent, a);
-    int rb = find(parent, b);
-    if (ra != rb) {
-      parent[Math.max(ra, rb)] = Math.min(ra, rb);
-    }
   }
 }
