@@ -212,7 +212,7 @@ public final class ModelBench {
   }
 
   /** A plan of one method at one budget: the graph to run, or why there is none. */
-  record Planned(TrainingGraph graph, LmsResult lms, String noPlan) {
+  record Planned(TrainingGraph graph, LmsResult lms, String noPlan, CostModel costModel) {
     boolean hasPlan() {
       return noPlan == null;
     }
@@ -254,17 +254,20 @@ public final class ModelBench {
 
     Planned plan(TrainingGraph tg, Method m, long budget) {
       if (!m.isLms()) {
-        return new Planned(tg, null, null);
+        return new Planned(tg, null, null, null);
       }
       try {
         Lms.Builder b = Lms.builder().budget(budget).strategy(m.strategy);
         if (m == Method.REMAT_XLA) {
           b.rematMode(Lms.RematMode.STANDARD);
         }
-        LmsResult lr = b.build().rewrite(tg);
-        return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null);
+        Lms lms = b.build();
+        LmsResult lr = lms.rewrite(tg);
+        // the cost model the planner used: with the active swap path's bandwidth
+        return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null,
+            lms.costModel());
       } catch (PlanningException e) {
-        return new Planned(null, null, e.getMessage());
+        return new Planned(null, null, e.getMessage(), null);
       }
     }
 
@@ -351,8 +354,6 @@ public final class ModelBench {
       }
 
       // 2. step time at fractions of the no-LMS budget, side by side with unbudgeted runs
-      CostModel cm = CostModel.defaults();
-      double computeMs = cm.computeMs(model);
       for (double f : s.fractions()) {
         long budget = (long) (noLmsMib * f) << 20;
         String key = String.format(Locale.ROOT, "%.2f", f);
@@ -377,10 +378,10 @@ public final class ModelBench {
           runnable.add(m);
           if (p.lms() != null) {
             LmsResult lr = p.lms();
-            double predicted = cm.stepMs(model, lr.plan(), lr.recompute());
+            double predicted = p.costModel().stepMs(model, lr.plan(), lr.recompute());
             at.put("planning_ms", lr.planningMs())
                 .put("predicted_peak_bytes", lr.predictedPeakAfter())
-                .put("predicted_step_ratio", predicted / computeMs)
+                .put("predicted_step_ratio", predicted / p.costModel().computeMs(model))
                 .put("swapped_bytes", lr.plan().swapOutBytes())
                 .put("swap_outs", lr.plan().swapOuts().size())
                 .put("recomputed_ops", lr.recompute().clonedOps())
@@ -583,6 +584,22 @@ public final class ModelBench {
       n.put("remat_error", e.getMessage()).put("remat_failed_after_ms",
           (System.nanoTime() - t0) / 1e6);
     }
+    timed(n, "auto", () -> dev.lms4j.core.plan.HybridPlanner.plan(g,
+        dev.lms4j.core.plan.HybridPlanner.Options.of(peak / 2).withMemRatio(0.9)));
+    timed(n, "remat_xla", () -> dev.lms4j.core.plan.Rematerializer.bestEffort(g,
+        peak * 3 / 4, dev.lms4j.core.plan.Rematerializer.Options.defaults()));
     return n;
+  }
+
+  /** Times one planner call into {@code n} ({@code name_ms}, or its error and time). */
+  private static void timed(ObjectNode n, String name, Runnable r) {
+    long t0 = System.nanoTime();
+    try {
+      r.run();
+      n.put(name + "_ms", (System.nanoTime() - t0) / 1e6);
+    } catch (PlanningException e) {
+      n.put(name + "_error", e.getMessage()).put(name + "_failed_after_ms",
+          (System.nanoTime() - t0) / 1e6);
+    }
   }
 }
