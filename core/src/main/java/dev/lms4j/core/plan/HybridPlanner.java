@@ -57,8 +57,12 @@ public final class HybridPlanner {
   /** Dtypes never swapped: they are not plain buffers. */
   private static final Set<String> NOT_SWAPPABLE = Set.of("string", "resource", "variant");
 
-  /** Ops whose output TensorFlow's oneDNN/remapper passes fuse with a following activation. */
-  private static final Set<String> FUSED_PRODUCERS = Set.of("Conv2D", "Conv3D", "MatMul",
+  /**
+   * Convolutions, whose output TensorFlow's oneDNN/remapper passes fuse with a following bias add
+   * and activation. (MatMul chains fuse too, but swapping their bias-add outputs was measured to
+   * keep losses bit-identical, and the MLP's swap-only plans need those tensors.)
+   */
+  private static final Set<String> FUSED_PRODUCERS = Set.of("Conv2D", "Conv3D",
       "DepthwiseConv2dNative");
   private static final Set<String> FUSED_MIDDLE = Set.of("BiasAdd", "FusedBatchNorm",
       "FusedBatchNormV3", "AddV2", "Add");
@@ -657,8 +661,8 @@ public final class HybridPlanner {
   }
 
   /**
-   * Whether {@code t} is the middle of a chain TensorFlow fuses into one kernel (convolution or
-   * matmul, then bias add or batch norm, then an activation): a swap-out or a clone reading it
+   * Whether {@code t} is the middle of a chain TensorFlow fuses into one kernel (convolution,
+   * then bias add or batch norm, then an activation): a swap-out or a clone reading it
    * gives it a second consumer, the fusion no longer happens, and oneDNN's unfused kernels round
    * differently (measured: resnet-6's fifth loss moved by 4e-7 relative; bit-identical with
    * TF_ENABLE_ONEDNN_OPTS=0). The planner leaves such tensors alone; the activation after them

@@ -333,7 +333,7 @@ class ModelZooTest {
     float[] losses = train(tg, 2);
     assertThat(losses[0]).isFinite();
     assertThat(losses[1]).isFinite().isNotEqualTo(losses[0]);
-    assertThatThrownBy(() -> ModelZoo.getOrThrow("unet3d").build(1, Map.of("side", "22",
+    assertThatThrownBy(() -> ModelZoo.getOrThrow("unet3d").build(1, Map.of("side", "21",
         "levels", "2", "padding", "valid"))).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("even");
   }
