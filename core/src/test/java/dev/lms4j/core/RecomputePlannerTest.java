@@ -22,11 +22,12 @@ class RecomputePlannerTest {
   private static final long KB = 1024;
 
   /**
-   * x (feed, 1 KB), w (variable, 1 KB); c1 = MatMul(x, w), r1 = Relu(c1), c2 = MatMul(r1, w),
+   * x (feed, 1 KB), w (variable, 1 KB); c1 = MatMul(x, w), r1 = act(c1), c2 = MatMul(r1, w),
    * r2 = Relu(c2), loss; backward: g2 = Fill(loss), rg2 = ReluGrad(g2, c2), mg2 = MatMul(rg2, r1),
    * rg1 = ReluGrad(mg2, c1), mg1 = MatMul(rg1, x), apply. Activations and gradients are 4 KB.
+   * Shared with {@link RematerializerTest}.
    */
-  private static DataflowGraph twoLayers(String firstActivationType) {
+  static DataflowGraph twoLayers(String firstActivationType) {
     return DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
         .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))

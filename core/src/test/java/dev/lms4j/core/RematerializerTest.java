@@ -30,32 +30,9 @@ class RematerializerTest {
   private static final Logger LOG = LoggerFactory.getLogger(RematerializerTest.class);
   private static final long KB = 1024;
 
-  /**
-   * x (feed, 1 KB), w (variable, 1 KB); c1 = MatMul(x, w), r1 = act(c1), c2 = MatMul(r1, w),
-   * r2 = Relu(c2), loss; backward: g2 = Fill(loss), rg2 = ReluGrad(g2, c2), mg2 = MatMul(rg2, r1),
-   * rg1 = ReluGrad(mg2, c1), mg1 = MatMul(rg1, x), apply. Activations and gradients are 4 KB.
-   */
+  /** {@link RecomputePlannerTest#twoLayers}: two MatMul + activation layers and their gradients. */
   private static DataflowGraph twoLayers(String firstActivationType) {
-    return DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
-        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))
-        .op("c1", "MatMul", OpCategory.FORWARD, List.of("x", "w"), Tensor.ofBytes(4 * KB))
-        .op("r1", firstActivationType, OpCategory.FORWARD, List.of("c1"), Tensor.ofBytes(4 * KB))
-        .op("c2", "MatMul", OpCategory.FORWARD, List.of("r1", "w"), Tensor.ofBytes(4 * KB))
-        .op("r2", "Relu", OpCategory.FORWARD, List.of("c2"), Tensor.ofBytes(4 * KB))
-        .op("loss", "Mean", OpCategory.FORWARD, List.of("r2"), Tensor.ofBytes(4))
-        .op("gradients/g2", "Fill", OpCategory.BACKWARD, List.of("loss"), Tensor.ofBytes(4 * KB))
-        .op("gradients/rg2", "ReluGrad", OpCategory.BACKWARD, List.of("gradients/g2", "c2"),
-            Tensor.ofBytes(4 * KB))
-        .op("gradients/mg2", "MatMul", OpCategory.BACKWARD, List.of("gradients/rg2", "r1"),
-            Tensor.ofBytes(4 * KB))
-        .op("gradients/rg1", "ReluGrad", OpCategory.BACKWARD, List.of("gradients/mg2", "c1"),
-            Tensor.ofBytes(4 * KB))
-        .op("gradients/mg1", "MatMul", OpCategory.BACKWARD, List.of("gradients/rg1", "x"),
-            Tensor.ofBytes(KB))
-        .op("train/apply", "ApplyGradientDescent", OpCategory.OPTIMIZER,
-            List.of("w", "gradients/mg1"), Tensor.persistent(KB))
-        .build();
+    return RecomputePlannerTest.twoLayers(firstActivationType);
   }
 
   private static List<String> schedule(DataflowGraph g) {
