@@ -7,10 +7,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.lms4j.tf.GraphDefs;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.train.models.ModelZoo;
-import java.io.ByteArrayOutputStream;
-import java.io.PrintStream;
-import java.io.PrintWriter;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
@@ -35,20 +31,10 @@ class CliTest {
   }
 
   private int run(String... args) {
-    ByteArrayOutputStream o = new ByteArrayOutputStream();
-    ByteArrayOutputStream e = new ByteArrayOutputStream();
-    PrintStream oldOut = System.out;
-    try (PrintStream ps = new PrintStream(o, true, StandardCharsets.UTF_8)) {
-      System.setOut(ps);
-      var cl = Main.commandLine();
-      cl.setOut(new PrintWriter(ps, true));
-      cl.setErr(new PrintWriter(e, true, StandardCharsets.UTF_8));
-      return cl.execute(args);
-    } finally {
-      System.setOut(oldOut);
-      out = o.toString(StandardCharsets.UTF_8);
-      err = e.toString(StandardCharsets.UTF_8);
-    }
+    CliRun.Result r = CliRun.exec(args);
+    out = r.out();
+    err = r.err();
+    return r.code();
   }
 
   @Test

@@ -11,7 +11,6 @@ import dev.lms4j.viz.MemoryTimeline;
 import java.awt.image.BufferedImage;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
-import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -33,20 +32,10 @@ class PlotCliTest {
   private String err;
 
   private int run(String... args) {
-    ByteArrayOutputStream o = new ByteArrayOutputStream();
-    ByteArrayOutputStream e = new ByteArrayOutputStream();
-    PrintStream oldOut = System.out;
-    try (PrintStream ps = new PrintStream(o, true, StandardCharsets.UTF_8)) {
-      System.setOut(ps);
-      var cl = Main.commandLine();
-      cl.setOut(new PrintWriter(ps, true));
-      cl.setErr(new PrintWriter(e, true, StandardCharsets.UTF_8));
-      return cl.execute(args);
-    } finally {
-      System.setOut(oldOut);
-      out = o.toString(StandardCharsets.UTF_8);
-      err = e.toString(StandardCharsets.UTF_8);
-    }
+    CliRun.Result r = CliRun.exec(args);
+    out = r.out();
+    err = r.err();
+    return r.code();
   }
 
   @Test
