@@ -64,12 +64,12 @@ class ZooUnderBudgetTest {
         Arguments.of("vgg16", 16, Map.of("width", "8", "image", "64", "fc", "32"), 14L, true),
         // ~21.4 MiB; at 16 MiB remat's plan (13.2 MiB predicted) ran out of memory in a
         // Conv3DBackpropInput (kernel scratch the simulator does not see); 18 leaves that room
-        Arguments.of("unet3d", 1, Map.of("side", "32", "width", "4", "levels", "3"), 18L, true));
-    // gpt2 is not here: its remat plan (groups of GELU and layer-norm ops) trained under the
-    // budget but its second loss differed from the unbudgeted one in the 7th digit. The likely
-    // cause, not yet confirmed: oneDNN fuses MatMul + BiasAdd + GELU, and a clone reading the
-    // pre-activation breaks that fusion (README, known issues). gpt2's budgeted runs are in the
-    // benchmark.
+        Arguments.of("unet3d", 1, Map.of("side", "32", "width", "4", "levels", "3"), 18L, true),
+        // ~22.0 MiB; remat plans 18 MiB for 0.9 x 21 = 18.9. Its plans once moved the second
+        // loss by one ulp: a swap-in re-pointed into a five-input gradient AddN, whose inputs
+        // grappler sorts by name (OpTypes.orderSensitive); the planners leave such readers alone
+        Arguments.of("gpt2", 8, Map.of("layers", "2", "width", "128", "seq", "64", "heads", "4"),
+            21L, true));
   }
 
   @ParameterizedTest(name = "{0} batch {1} {2} at {3} MiB")

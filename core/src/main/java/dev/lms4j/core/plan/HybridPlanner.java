@@ -631,7 +631,9 @@ public final class HybridPlanner {
             }
           }
         }
-        if (first < 0 || pos[first] <= lastForward) {
+        if (first < 0 || pos[first] <= lastForward
+            || backward.stream().anyMatch(c -> OpTypes.orderSensitive(g.op(c)))) {
+          // (an n-ary sum reading it must keep reading the original: OpTypes.orderSensitive)
           continue;
         }
         Candidate cand = new Candidate(tid, tensor, backward, first);

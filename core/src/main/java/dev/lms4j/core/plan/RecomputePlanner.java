@@ -70,7 +70,8 @@ public final class RecomputePlanner {
       Op op = g.opOrThrow(name);
       if (!recomputable(op)) {
         throw new IllegalArgumentException(name + " (" + op.type() + ") cannot be recomputed: "
-            + "random, stateful, fed, variable, constant or not in the forward pass");
+            + "random, stateful, fed, variable, constant, an n-ary sum (AddN of 3 or more) or "
+            + "not in the forward pass");
       }
     }
     return new RecomputePlan(groups(g, op -> ops.contains(op.name())));
@@ -140,7 +141,7 @@ public final class RecomputePlanner {
   public static boolean recomputable(Op op) {
     if (op.category() != OpCategory.FORWARD || OpTypes.isRandomOrStateful(op.type())
         || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)
-        || op.outputs().isEmpty()) {
+        || op.outputs().isEmpty() || OpTypes.orderSensitive(op)) {
       return false;
     }
     for (Tensor t : op.outputs()) {
@@ -195,7 +196,10 @@ public final class RecomputePlanner {
           for (int c : java.util.Arrays.stream(g.consumers(new TensorId(v, i))).distinct()
               .toArray()) {
             Op co = g.op(c);
-            if (co.category() != OpCategory.FORWARD && !OpTypes.SHAPE_ONLY.contains(co.type())) {
+            // an n-ary sum keeps reading the original: a clone's name would move the input in
+            // the order grappler sorts the sum's inputs by (OpTypes.orderSensitive)
+            if (co.category() != OpCategory.FORWARD && !OpTypes.SHAPE_ONLY.contains(co.type())
+                && !OpTypes.orderSensitive(co)) {
               repoints.add(new RecomputePlan.Repoint(co.name(), op.name(), i));
               read = true;
               if (earliest < 0 || lv.level(c) < lv.level(earliest)

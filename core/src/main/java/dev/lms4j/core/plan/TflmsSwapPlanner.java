@@ -88,7 +88,7 @@ public final class TflmsSwapPlanner {
           Op co = sg.op(c);
           boolean shapeOnly = OpTypes.SHAPE_ONLY.contains(co.type());
           if (!shapeOnly && lv.level(c) - lv.level(prod.id()) > p.swapoutThreshold()
-              && destEligible(co, p)) {
+              && destEligible(co, p) && !OpTypes.orderSensitive(co)) {
             far.add(c);
           } else if (!shapeOnly) {
             near.add(co.name());
