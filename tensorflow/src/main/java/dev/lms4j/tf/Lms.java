@@ -16,6 +16,8 @@ import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.Tier;
 import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import org.slf4j.Logger;
@@ -84,9 +86,10 @@ public final class Lms {
     /**
      * The cost-based hybrid planner ({@link HybridPlanner}): per tensor keep, swap (with a
      * chosen swap-in trigger) or recompute, minimising the step time the cost model predicts
-     * under the budget. The baseline (cheap recompute groups, then the auto-tuned TFLMS planner
-     * on the rest, or TFLMS alone) is planned too and kept when the cost model predicts it
-     * faster; the log names the choice. Needs a budget.
+     * under the budget. Two other plans are made for the same budget: the baseline (cheap
+     * recompute groups, then the auto-tuned TFLMS planner on the rest, or TFLMS alone) and
+     * XLA-style standard rematerialization alone; the one the cost model predicts fastest is
+     * kept and the log names the choice. Needs a budget.
      */
     AUTO,
     /** The hybrid planner restricted to swapping (per-tensor swaps and triggers). Needs a budget. */
@@ -316,7 +319,7 @@ public final class Lms {
       plan = RecomputePlanner.manual(model, hints);
       after = RecomputePlanner.peak(model, plan);
     } else if (rematMode != RematMode.GROUPS) {
-      return rematerialize(gd, model, stats, before, t0);
+      return rematerialize(gd, model, stats, before, t0, rematMode);
     } else if (budgetBytes > 0) {
       RecomputePlanner.Result r = RecomputePlanner.underBudget(model, budgetBytes, memRatio);
       if (!r.needed()) {
@@ -339,7 +342,7 @@ public final class Lms {
   }
 
   private LmsResult rematerialize(GraphDef gd, DataflowGraph model, GraphStats stats,
-      long before, long t0) {
+      long before, long t0, RematMode rematMode) {
     long limit = (long) (budgetBytes * memRatio);
     Rematerializer.Options o = Rematerializer.Options.defaults()
         .withMode(rematMode == RematMode.PATH ? Rematerializer.Mode.PATH
@@ -380,36 +383,42 @@ public final class Lms {
       return new LmsResult(gd, SwapPlan.empty(params), model, stats, before, before, false,
           ms(t0), 0);
     }
-    LmsResult hybrid = null;
+    // candidates, each planned for the same budget; the cost model picks the fastest
+    Map<String, LmsResult> plans = new LinkedHashMap<>();
     PlanningException failure = null;
-    try {
-      hybrid = hybrid(gd, model, stats, before, t0, trainOp, true);
-    } catch (PlanningException e) {
-      failure = e;
-      LOG.info("[LMS][0] The hybrid planner found no plan ({}); trying the baseline",
-          e.getMessage());
-    }
-    LmsResult baseline;
-    try {
-      baseline = baseline(gd, model, stats, before, t0, trainOp);
-    } catch (PlanningException e) {
-      if (hybrid == null) {
-        throw failure.smallestBudgetBytes() <= e.smallestBudgetBytes() ? failure : e;
+    for (String name : List.of("hybrid", "baseline", "xla-remat-standard")) {
+      try {
+        plans.put(name, switch (name) {
+          case "hybrid" -> hybrid(gd, model, stats, before, t0, trainOp, true);
+          case "baseline" -> baseline(gd, model, stats, before, t0, trainOp);
+          default -> rematerialize(gd, model, stats, before, t0, RematMode.STANDARD)
+              .withPlanner(name);
+        });
+      } catch (PlanningException e) {
+        LOG.info("[LMS][0] auto: the {} planner found no plan ({})", name, e.getMessage());
+        if (failure == null || e.smallestBudgetBytes() < failure.smallestBudgetBytes()) {
+          failure = e;
+        }
       }
-      LOG.info("[LMS][0] auto: hybrid plan chosen (the baseline does not fit)");
-      return hybrid;
     }
-    if (hybrid == null) {
-      LOG.info("[LMS][0] auto: baseline plan chosen (recompute groups + TFLMS swap)");
-      return baseline;
+    if (plans.isEmpty()) {
+      throw failure;
     }
-    double h = costModel().stepMs(model, hybrid.plan(), hybrid.recompute());
-    double b = costModel().stepMs(model, baseline.plan(), baseline.recompute());
-    boolean useHybrid = h <= b;
-    LOG.info("[LMS][0] auto: predicted step time hybrid {} ms, baseline (recompute groups + "
-        + "TFLMS) {} ms: {} plan chosen", String.format("%.1f", h), String.format("%.1f", b),
-        useHybrid ? "hybrid" : "baseline");
-    return useHybrid ? hybrid : baseline;
+    String best = null;
+    double bestMs = Double.MAX_VALUE;
+    StringBuilder why = new StringBuilder();
+    for (Map.Entry<String, LmsResult> e : plans.entrySet()) {
+      double ms = costModel().stepMs(model, e.getValue().plan(), e.getValue().recompute());
+      why.append(why.length() == 0 ? "" : ", ").append(e.getKey()).append(' ')
+          .append(String.format("%.1f", ms)).append(" ms");
+      if (ms < bestMs) {
+        bestMs = ms;
+        best = e.getKey();
+      }
+    }
+    LOG.info("[LMS][0] auto: predicted step time {}: {} plan chosen", why, best);
+    LmsResult chosen = plans.get(best);
+    return chosen.withPlanningMs(ms(t0));
   }
 
   /** The hybrid planner's plan (with or without recomputation), rewritten. */

@@ -38,6 +38,12 @@ public record LmsResult(GraphDef graphDef, SwapPlan plan, DataflowGraph model, G
   }
 
   /** The same result, naming the planner that made it. */
+  /** The same result with another planning time (the wall time of every candidate tried). */
+  public LmsResult withPlanningMs(long ms) {
+    return new LmsResult(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter,
+        rewritten, ms, addedNodes, recompute, scheduling, planner);
+  }
+
   public LmsResult withPlanner(String name) {
     return new LmsResult(graphDef, plan, model, stats, predictedPeakBefore, predictedPeakAfter,
         rewritten, planningMs, addedNodes, recompute, scheduling, name);

@@ -763,6 +763,9 @@ public final class HybridPlanner {
       RecomputePlan recompute) {}
 
   /** Builds the plans of the current decisions and simulates them; null on a cycle. */
+  private RecomputePlan lastRecompute;
+  private DataflowGraph lastRecomputed;
+
   private Sim simulate() {
     simulations++;
     RecomputePlan rp = recomputePlan();
@@ -770,7 +773,12 @@ public final class HybridPlanner {
     DataflowGraph r;
     int[] order;
     try {
-      r = PlanApplier.apply(RecomputeApplier.apply(g, rp), sp);
+      if (!rp.equals(lastRecompute)) {
+        // many steps change only the swaps: the recomputed graph is reused
+        lastRecomputed = RecomputeApplier.apply(g, rp);
+        lastRecompute = rp;
+      }
+      r = PlanApplier.apply(lastRecomputed, sp);
       order = Levels.of(r).schedule();
     } catch (IllegalArgumentException e) {
       LOG.debug("plan rejected: {}", e.getMessage());
