@@ -250,7 +250,10 @@ public final class Lms {
             + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
       }
     }
-    Scheduling.Result scheduled = Scheduling.apply(model, scheduler);
+    Scheduling.Result scheduled = scheduler == Scheduling.Scheduler.NONE
+        ? new Scheduling.Result(model, java.util.List.of(), java.util.List.of(),
+            dev.lms4j.core.schedule.Schedulers.Kind.LEVELS, before, before)
+        : Scheduling.apply(model, scheduler);
     if (scheduled.changed()) {
       gd = ScheduleRewriter.rewrite(AddNRewriter.rewrite(gd, scheduled.chains()),
           scheduled.edges());
