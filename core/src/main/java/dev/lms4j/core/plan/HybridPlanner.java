@@ -57,17 +57,6 @@ public final class HybridPlanner {
   /** Dtypes never swapped: they are not plain buffers. */
   private static final Set<String> NOT_SWAPPABLE = Set.of("string", "resource", "variant");
 
-  /**
-   * Convolutions, whose output TensorFlow's oneDNN/remapper passes fuse with a following bias add
-   * and activation. (MatMul chains fuse too, but swapping their bias-add outputs was measured to
-   * keep losses bit-identical, and the MLP's swap-only plans need those tensors.)
-   */
-  private static final Set<String> FUSED_PRODUCERS = Set.of("Conv2D", "Conv3D",
-      "DepthwiseConv2dNative");
-  private static final Set<String> FUSED_MIDDLE = Set.of("BiasAdd", "FusedBatchNorm",
-      "FusedBatchNormV3", "AddV2", "Add");
-  private static final Set<String> FUSED_ACTIVATIONS = Set.of("Relu", "Relu6", "Elu",
-      "LeakyRelu");
   /** Graphs up to this many ops get exhaustive upgrade and prune passes. */
   private static final int SMALL = 2000;
   /** Ancestors of a backward reader searched for a swap-in trigger. */
@@ -637,7 +626,7 @@ public final class HybridPlanner {
           continue;
         }
         Candidate cand = new Candidate(tid, tensor, backward, first);
-        if (o.swap() && !fusionIntermediate(tid) && !NOT_SWAPPABLE.contains(tensor.dtype())
+        if (o.swap() && !Fusions.intermediate(g, tid) && !NOT_SWAPPABLE.contains(tensor.dtype())
             && tensor.rank() >= 1
             && !SwapParams.BUILTIN_EXCLUDED_TYPES.contains(prod.type())) {
           Option sw = swapOption(cand, pos, start, end, lastForward);
@@ -646,7 +635,7 @@ public final class HybridPlanner {
           }
         }
         if (o.recompute() && RecomputePlanner.recomputable(prod)
-            && prod.inputs().stream().noneMatch(this::fusionIntermediate)) {
+            && !Fusions.unsafeToRecompute(g, prod)) {
           List<String> trig = recomputeTriggers(first, prod.id());
           if (!trig.isEmpty()) {
             cand.options.add(new Option(Kind.RECOMPUTE, o.costModel().opUs(g, prod), trig));
@@ -660,35 +649,6 @@ public final class HybridPlanner {
         }
       }
     }
-  }
-
-  /**
-   * Whether {@code t} is the middle of a chain TensorFlow fuses into one kernel (convolution,
-   * then bias add or batch norm, then an activation): a swap-out or a clone reading it
-   * gives it a second consumer, the fusion no longer happens, and oneDNN's unfused kernels round
-   * differently (measured: resnet-6's fifth loss moved by 4e-7 relative; bit-identical with
-   * TF_ENABLE_ONEDNN_OPTS=0). The planner leaves such tensors alone; the activation after them
-   * can still be swapped or recomputed.
-   */
-  private boolean fusionIntermediate(TensorId t) {
-    Op prod = g.op(t.op());
-    if (!FUSED_MIDDLE.contains(prod.type()) || prod.inputs().isEmpty()) {
-      return false;
-    }
-    Op before = g.op(prod.inputs().get(0).op());
-    if (!FUSED_PRODUCERS.contains(before.type())) {
-      return false;
-    }
-    int forward = 0;
-    boolean activation = false;
-    for (int c : Arrays.stream(g.consumers(t)).distinct().toArray()) {
-      Op co = g.op(c);
-      if (co.category() == OpCategory.FORWARD && !OpTypes.SHAPE_ONLY.contains(co.type())) {
-        forward++;
-        activation |= FUSED_ACTIVATIONS.contains(co.type());
-      }
-    }
-    return forward == 1 && activation;
   }
 
   /**

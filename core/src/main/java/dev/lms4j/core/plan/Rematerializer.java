@@ -343,7 +343,7 @@ public final class Rematerializer {
       costUs = new double[n];
       inS = new boolean[n];
       for (Op op : g.ops()) {
-        eligible[op.id()] = RecomputePlanner.recomputable(op)
+        eligible[op.id()] = RecomputePlanner.recomputable(op) && !Fusions.unsafeToRecompute(g, op)
             && op.transientOutputBytes() >= Math.max(1, o.smallNodeLimitBytes());
         costUs[op.id()] = eligible[op.id()] ? o.costModel().opUs(g, op) : 0;
       }
