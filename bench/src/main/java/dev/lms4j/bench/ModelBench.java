@@ -388,6 +388,10 @@ public final class ModelBench {
                 .put("recomputed_bytes", lr.recompute().bytes());
           }
         }
+        if (runnable.isEmpty()) {
+          say("  no method has a plan at this budget");
+          continue;
+        }
         RunResult freeA = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
         Map<Method, RunResult> results = new EnumMap<>(Method.class);
         for (Method m : runnable) {
@@ -420,11 +424,26 @@ public final class ModelBench {
       // a 5% margin over the bisected no-LMS budget: at the exact edge, run-to-run variation of
       // the measured peak makes the base batch itself fail now and then
       long fixedMib = Math.round(noLmsMib * 1.05);
+      // capacity and input size are searched for no-LMS and the methods whose smallest budget
+      // is at most 90% of no-LMS's; the others cannot train much more than no-LMS at that
+      // budget, and their searches would take a third of the suite's time
+      List<Method> sizeMethods = new ArrayList<>();
+      ArrayNode skipped = JSON.createArrayNode();
+      for (Method m : s.methods()) {
+        long mm = minMib.get(m);
+        if (m == Method.NONE || (mm > 0 && mm <= 0.9 * noLmsMib)) {
+          sizeMethods.add(m);
+        } else {
+          skipped.add(m.label);
+        }
+      }
       if (c.capacity()) {
         ObjectNode cap = node.putObject("capacity");
         cap.put("budget_mib", fixedMib).put("base_batch", c.batch());
-        largestPerMethod(cap, "batch", c.batch(), fixedMib << 20, b -> build(b, Map.of()),
-            "physical_limit_batch", "largest_batch", "no_lms_largest_batch", throughput);
+        cap.set("skipped_methods", skipped.deepCopy());
+        largestPerMethod(cap, sizeMethods, "batch", c.batch(), fixedMib << 20,
+            b -> build(b, Map.of()), "physical_limit_batch", "largest_batch",
+            "no_lms_largest_batch", throughput);
         ArrayNode curve = cap.putArray("throughput");
         synchronized (throughput) {
           throughput.forEach((m, pts) -> pts.forEach(pt -> curve.addObject()
@@ -439,7 +458,8 @@ public final class ModelBench {
             spec.defaultOptions().get(opt)));
         ObjectNode sz = node.putObject("input_size");
         sz.put("option", opt).put("budget_mib", fixedMib).put("base", size0);
-        largestPerMethod(sz, opt, size0, fixedMib << 20,
+        sz.set("skipped_methods", skipped.deepCopy());
+        largestPerMethod(sz, sizeMethods, opt, size0, fixedMib << 20,
             v -> build(c.batch(), Map.of(opt, Integer.toString(v))), "physical_limit", "largest",
             "no_lms_largest", null);
       }
@@ -451,7 +471,8 @@ public final class ModelBench {
      * {@code budget}, searched up to the physical limit (resident bytes plus the largest op fit);
      * rows go to {@code node.methods} with their ratio to no-LMS and share of the limit.
      */
-    void largestPerMethod(ObjectNode node, String what, int base, long budget,
+    void largestPerMethod(ObjectNode node, List<Method> methods, String what, int base,
+        long budget,
         java.util.function.IntFunction<TrainingGraph> graphAt, String physField,
         String largestField, String refField, Map<Method, List<double[]>> points)
         throws IOException {
@@ -459,19 +480,19 @@ public final class ModelBench {
       node.put(physField, phys);
       say("-- largest %s at %d MiB: physical limit %d --", what, budget >> 20, phys);
       Map<Method, Future<Integer>> fs = new EnumMap<>(Method.class);
-      for (Method m : s.methods()) {
+      for (Method m : methods) {
         fs.put(m, pool.submit(() -> largest(base, phys, v -> points == null
             ? fits(graphAt.apply(v), m, budget, what + " " + v)
             : fits(graphAt.apply(v), m, budget, what + " " + v, v, points))));
       }
       Map<Method, Integer> largest = new EnumMap<>(Method.class);
-      for (Method m : s.methods()) {
+      for (Method m : methods) {
         largest.put(m, get(fs.get(m)));
       }
       int ref = largest.getOrDefault(Method.NONE, 0) > 0 ? largest.get(Method.NONE) : base;
       node.put(refField, ref);
       ArrayNode rows = node.putArray("methods");
-      for (Method m : s.methods()) {
+      for (Method m : methods) {
         int v = largest.get(m);
         rows.addObject().put("method", m.label).put(largestField, v)
             .put("ratio_to_no_lms", v / (double) ref)
@@ -584,7 +605,7 @@ public final class ModelBench {
       n.put("remat_error", e.getMessage()).put("remat_failed_after_ms",
           (System.nanoTime() - t0) / 1e6);
     }
-    timed(n, "auto", () -> dev.lms4j.core.plan.HybridPlanner.plan(g,
+    timed(n, "hybrid", () -> dev.lms4j.core.plan.HybridPlanner.plan(g,
         dev.lms4j.core.plan.HybridPlanner.Options.of(peak / 2).withMemRatio(0.9)));
     timed(n, "remat_xla", () -> dev.lms4j.core.plan.Rematerializer.bestEffort(g,
         peak * 3 / 4, dev.lms4j.core.plan.Rematerializer.Options.defaults()));

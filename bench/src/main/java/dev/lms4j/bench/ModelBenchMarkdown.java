@@ -92,6 +92,7 @@ final class ModelBenchMarkdown {
               r.path("ratio_to_no_lms").asDouble(),
               100 * r.path("share_of_physical_limit").asDouble()));
         }
+        skippedNote(sb, cap);
         sb.append('\n');
       }
       JsonNode sz = m.path("input_size");
@@ -107,6 +108,7 @@ final class ModelBenchMarkdown {
               r.path("ratio_to_no_lms").asDouble(),
               100 * r.path("share_of_physical_limit").asDouble()));
         }
+        skippedNote(sb, sz);
         sb.append('\n');
       }
     }
@@ -122,5 +124,16 @@ final class ModelBenchMarkdown {
       }
     }
     return sb.toString();
+  }
+
+  /** The methods a capacity or input-size search left out, and why. */
+  private static void skippedNote(StringBuilder sb, JsonNode n) {
+    java.util.List<String> names = new java.util.ArrayList<>();
+    n.path("skipped_methods").forEach(x -> names.add(x.asText()));
+    if (!names.isEmpty()) {
+      sb.append("\nNot searched (their smallest budget is above 90% of no-LMS's: they "
+          + "cannot train much more than no-LMS at this budget): ")
+          .append(String.join(", ", names)).append(".\n");
+    }
   }
 }
