@@ -321,7 +321,7 @@ public final class Lms {
       plan = RecomputePlanner.manual(model, hints);
       after = RecomputePlanner.peak(model, plan);
     } else if (rematMode != RematMode.GROUPS) {
-      return rematerialize(gd, model, stats, before, t0, rematMode);
+      return rematerialize(gd, model, stats, before, t0);
     } else if (budgetBytes > 0) {
       RecomputePlanner.Result r = RecomputePlanner.underBudget(model, budgetBytes, memRatio);
       if (!r.needed()) {
@@ -344,7 +344,7 @@ public final class Lms {
   }
 
   private LmsResult rematerialize(GraphDef gd, DataflowGraph model, GraphStats stats,
-      long before, long t0, RematMode rematMode) {
+      long before, long t0) {
     long limit = (long) (budgetBytes * memRatio);
     Rematerializer.Options o = Rematerializer.Options.defaults()
         .withMode(rematMode == RematMode.PATH ? Rematerializer.Mode.PATH

@@ -154,15 +154,7 @@ public final class SwapRewriter {
           }
         }
         added.add(in);
-        for (String c : si.consumers()) {
-          NodeDef.Builder cb = nodes.get(c);
-          for (int k = 0; k < cb.getInputCount(); k++) {
-            String ref = cb.getInput(k);
-            if (ref.equals(so.tensorName()) || (so.output() == 0 && ref.equals(so.producer()))) {
-              cb.setInput(k, si.name());
-            }
-          }
-        }
+        repoint(so, si, nodes);
       }
       for (String c : so.syncConsumers()) {
         addControl(nodes.get(c), so.name());
@@ -231,18 +223,24 @@ public final class SwapRewriter {
         in.addInput("^" + t);
       }
       added.add(in);
-      for (String c : si.consumers()) {
-        NodeDef.Builder cb = nodes.get(c);
-        for (int k = 0; k < cb.getInputCount(); k++) {
-          String ref = cb.getInput(k);
-          if (ref.equals(so.tensorName()) || (so.output() == 0 && ref.equals(so.producer()))) {
-            cb.setInput(k, si.name());
-          }
-        }
-      }
+      repoint(so, si, nodes);
     }
     for (String c : so.syncConsumers()) {
       addControl(nodes.get(c), so.name());
+    }
+  }
+
+  /** Points the swap-in's consumers at it instead of the swapped tensor. */
+  private static void repoint(SwapPlan.SwapOut so, SwapPlan.SwapIn si,
+      Map<String, NodeDef.Builder> nodes) {
+    for (String c : si.consumers()) {
+      NodeDef.Builder cb = nodes.get(c);
+      for (int k = 0; k < cb.getInputCount(); k++) {
+        String ref = cb.getInput(k);
+        if (ref.equals(so.tensorName()) || (so.output() == 0 && ref.equals(so.producer()))) {
+          cb.setInput(k, si.name());
+        }
+      }
     }
   }
 

@@ -332,14 +332,7 @@ public final class HybridPlanner {
    */
   private Sim upgrade(Sim cur) {
     CostModel cm = o.costModel();
-    List<Candidate> swapped = new ArrayList<>();
-    for (Candidate c : candidates) {
-      if (c.chosen >= 0 && c.option().kind() == Kind.SWAP) {
-        swapped.add(c);
-      }
-    }
-    swapped.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
-        .thenComparingInt(c -> c.tid.op()));
+    List<Candidate> swapped = chosenMostExpensiveFirst(true);
     int chunk = Math.max(1, swapped.size() / 32);
     int limit = g.size() <= SMALL ? Math.max(o.pruneLimit(), swapped.size()) : o.pruneLimit();
     int tries = 0;
@@ -470,16 +463,22 @@ public final class HybridPlanner {
     }
   }
 
-  /** Undoes the most expensive decisions while the plan still fits. */
-  private Sim prune(Sim cur) {
-    List<Candidate> chosen = new ArrayList<>();
+  /** The decided candidates (only the swapped ones if asked), most expensive option first. */
+  private List<Candidate> chosenMostExpensiveFirst(boolean swapsOnly) {
+    List<Candidate> out = new ArrayList<>();
     for (Candidate c : candidates) {
-      if (c.chosen >= 0) {
-        chosen.add(c);
+      if (c.chosen >= 0 && (!swapsOnly || c.option().kind() == Kind.SWAP)) {
+        out.add(c);
       }
     }
-    chosen.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
+    out.sort(Comparator.comparingDouble((Candidate c) -> -c.option().costUs)
         .thenComparingInt(c -> c.tid.op()));
+    return out;
+  }
+
+  /** Undoes the most expensive decisions while the plan still fits. */
+  private Sim prune(Sim cur) {
+    List<Candidate> chosen = chosenMostExpensiveFirst(false);
     // undo in chunks (1/32 of the decisions each) so that large graphs need few simulations;
     // small graphs (simulations are cheap) try every decision
     int chunk = Math.max(1, chosen.size() / 32);
