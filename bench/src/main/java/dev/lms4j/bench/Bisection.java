@@ -12,12 +12,29 @@ final class Bisection {
   }
 
   /**
+   * Where a bisection stopped: {@code fits} is the smallest MiB that fitted (-1 when none did),
+   * {@code fails} the largest MiB known not to fit (the search's lower bound when no probe
+   * failed). Budgets strictly between the two were not probed.
+   */
+  record Edge(long fails, long fits) {
+    /** True when {@code mib} lies strictly between the two bounds: not probed either way. */
+    boolean unknown(long mib) {
+      return fits > 0 && mib > fails && mib < fits;
+    }
+  }
+
+  /**
    * The smallest MiB in {@code (lo, hi]} that fits, assuming {@code hi} fits and fitting is
    * monotone; returns -1 when {@code hi} does not fit.
    */
   static long smallest(long lo, long hi, long resolutionMib, Probe p) throws IOException {
+    return search(lo, hi, resolutionMib, p).fits();
+  }
+
+  /** {@link #smallest} with the bound that failed last, to tell what was left unprobed. */
+  static Edge search(long lo, long hi, long resolutionMib, Probe p) throws IOException {
     if (!p.fits(hi)) {
-      return -1;
+      return new Edge(hi, -1);
     }
     while (hi - lo > resolutionMib) {
       long mid = (lo + hi) >>> 1;
@@ -27,6 +44,6 @@ final class Bisection {
         lo = mid;
       }
     }
-    return hi;
+    return new Edge(lo, hi);
   }
 }

@@ -327,19 +327,22 @@ public final class ModelBench {
           free.medianMs(), peakMib, floor >> 20);
 
       // 1. the smallest budget of each method
-      long noLmsMib = smallestMib(tg, Method.NONE, floor >> 20, peakMib + 64);
+      Bisection.Edge noLms = smallestMib(tg, Method.NONE, floor >> 20, peakMib + 64);
+      long noLmsMib = noLms.fits();
       say("smallest budget without LMS: %d MiB", noLmsMib);
       Map<Method, Long> minMib = new EnumMap<>(Method.class);
-      minMib.put(Method.NONE, noLmsMib);
-      List<Future<Long>> futures = new ArrayList<>();
+      Map<Method, Bisection.Edge> edges = new EnumMap<>(Method.class);
+      edges.put(Method.NONE, noLms);
+      List<Future<Bisection.Edge>> futures = new ArrayList<>();
       List<Method> others = s.methods().stream().filter(m -> m != Method.NONE).toList();
       for (Method m : others) {
         long hi = m.isLms() ? noLmsMib : peakMib + 64;
         futures.add(pool.submit(() -> smallestMib(tg, m, floor >> 20, hi)));
       }
       for (int i = 0; i < others.size(); i++) {
-        minMib.put(others.get(i), get(futures.get(i)));
+        edges.put(others.get(i), get(futures.get(i)));
       }
+      edges.forEach((m, e) -> minMib.put(m, e.fits()));
       ArrayNode methods = node.putArray("methods");
       Map<Method, ObjectNode> rows = new EnumMap<>(Method.class);
       for (Method m : s.methods()) {
@@ -364,7 +367,9 @@ public final class ModelBench {
           long mm = minMib.get(m);
           ObjectNode at = rows.get(m).putObject("at_" + key);
           at.put("budget_mib", budget >> 20);
-          if (mm < 0 || (mm << 20) > budget) {
+          // the bisection's step is coarse: a budget between its last failing probe and the
+          // smallest budget that trained was never probed, so it is planned and run here
+          if (mm < 0 || (mm << 20) > budget && !edges.get(m).unknown(budget >> 20)) {
             at.put("fits", false).put("why", mm < 0 ? "no budget found" : "below its smallest "
                 + "budget (" + mm + " MiB)");
             continue;
@@ -405,6 +410,15 @@ public final class ModelBench {
           at.put("fits", r.fits()).put("unbudgeted_ms_per_step", base);
           if (r.fits()) {
             double ratio = r.medianMs() / base;
+            if (budget >> 20 < minMib.get(m)) {
+              // trained below the bisection's answer (in the gap it never probed)
+              minMib.put(m, budget >> 20);
+              rows.get(m).put("min_budget_mib", budget >> 20)
+                  .put("min_budget_ratio", (budget >> 20) / (double) noLmsMib)
+                  .put("min_budget_from", "the run at " + key);
+              say("  %-16s smallest budget now %d MiB (trained at %s)", m.label, budget >> 20,
+                  key);
+            }
             at.put("ms_per_step", r.medianMs()).put("step_ratio", ratio)
                 .put("measured_peak_bytes", r.peakBytes());
             say("  %-16s %.0f ms/step = %.2fx unbudgeted (%.0f ms); measured peak %d MiB%s",
@@ -502,10 +516,13 @@ public final class ModelBench {
       }
     }
 
-    /** The smallest MiB in (lo, hi] at which {@code m} trains, -1 when hi does not. */
-    long smallestMib(TrainingGraph tg, Method m, long lo, long hi) throws IOException {
+    /**
+     * Where the bisection for {@code m} over (lo, hi] stopped: the smallest MiB that trained (-1
+     * when hi did not) and the last that failed.
+     */
+    Bisection.Edge smallestMib(TrainingGraph tg, Method m, long lo, long hi) throws IOException {
       long step = Math.max(2, (long) (hi * s.resolution()));
-      return Bisection.smallest(Math.max(1, lo - 1), hi, step,
+      return Bisection.search(Math.max(1, lo - 1), hi, step,
           mib -> fits(tg, m, mib << 20, "budget"));
     }
 

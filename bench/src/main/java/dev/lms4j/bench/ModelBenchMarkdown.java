@@ -48,7 +48,9 @@ final class ModelBenchMarkdown {
       for (JsonNode r : m.path("methods")) {
         long min = r.path("min_budget_mib").asLong();
         sb.append("| ").append(r.path("method").asText()).append(" | ")
-            .append(min > 0 ? Long.toString(min) : "none").append(" | ")
+            .append(min > 0 ? Long.toString(min) : "none")
+            .append(r.has("min_budget_from")
+                ? " (" + r.path("min_budget_from").asText() + ")" : "").append(" | ")
             .append(min > 0 ? String.format(Locale.ROOT, "%.2f",
                 r.path("min_budget_ratio").asDouble()) : "-").append(" |");
         for (Iterator<Map.Entry<String, JsonNode>> it = r.fields(); it.hasNext();) {
