@@ -1,12 +1,15 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.Tier;
 import dev.lms4j.core.schedule.Scheduling;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.core.report.Sizes;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import picocli.CommandLine.Option;
 
@@ -56,14 +59,35 @@ final class LmsOptions {
       description = "Serialize levels whose tensors sum to more than this many GiB (0: off).")
   double serializationBySize;
 
-  @Option(names = "--excl-output-scopes", split = ",") Set<String> exclOutputScopes = Set.of();
-  @Option(names = "--excl-output-types", split = ",") Set<String> exclOutputTypes = Set.of();
-  @Option(names = "--incl-output-scopes", split = ",") Set<String> inclOutputScopes = Set.of();
-  @Option(names = "--incl-output-types", split = ",") Set<String> inclOutputTypes = Set.of();
-  @Option(names = "--excl-input-scopes", split = ",") Set<String> exclInputScopes = Set.of();
-  @Option(names = "--excl-input-types", split = ",") Set<String> exclInputTypes = Set.of();
-  @Option(names = "--incl-input-scopes", split = ",") Set<String> inclInputScopes = Set.of();
-  @Option(names = "--incl-input-types", split = ",") Set<String> inclInputTypes = Set.of();
+  @Option(names = "--excl-output-scopes", split = ",", paramLabel = "SCOPE",
+      description = "TFLMS exclude_output_scopes: never swap tensors made by ops under these "
+          + "name scopes.")
+  Set<String> exclOutputScopes = Set.of();
+  @Option(names = "--excl-output-types", split = ",", paramLabel = "TYPE",
+      description = "TFLMS exclude_output_types: never swap tensors made by ops of these types.")
+  Set<String> exclOutputTypes = Set.of();
+  @Option(names = "--incl-output-scopes", split = ",", paramLabel = "SCOPE",
+      description = "TFLMS include_output_scopes: swap only tensors made by ops under these "
+          + "name scopes.")
+  Set<String> inclOutputScopes = Set.of();
+  @Option(names = "--incl-output-types", split = ",", paramLabel = "TYPE",
+      description = "TFLMS include_output_types: swap only tensors made by ops of these types.")
+  Set<String> inclOutputTypes = Set.of();
+  @Option(names = "--excl-input-scopes", split = ",", paramLabel = "SCOPE",
+      description = "TFLMS exclude_input_scopes: consumers under these name scopes read the "
+          + "original tensor, never a swap-in.")
+  Set<String> exclInputScopes = Set.of();
+  @Option(names = "--excl-input-types", split = ",", paramLabel = "TYPE",
+      description = "TFLMS exclude_input_types: consumers of these types read the original "
+          + "tensor, never a swap-in.")
+  Set<String> exclInputTypes = Set.of();
+  @Option(names = "--incl-input-scopes", split = ",", paramLabel = "SCOPE",
+      description = "TFLMS include_input_scopes: only consumers under these name scopes read a "
+          + "swap-in.")
+  Set<String> inclInputScopes = Set.of();
+  @Option(names = "--incl-input-types", split = ",", paramLabel = "TYPE",
+      description = "TFLMS include_input_types: only consumers of these types read a swap-in.")
+  Set<String> inclInputTypes = Set.of();
 
   @Option(names = "--tier", defaultValue = "host",
       description = "Where swapped tensors go: host | disk | device-placement (GPU builds only).")
@@ -111,6 +135,13 @@ final class LmsOptions {
           + "(JSON when FILE ends in .json, else tab-separated).")
   Path rematDump;
 
+  @Option(names = "--profile", paramLabel = "FILE",
+      description = "Measured op times for the cost model that swap, auto and remat standard/path "
+          + "plan with, instead of FLOP estimates: the per-op trace of a step as "
+          + "LMS4J_DUMP_TRACE=FILE writes it (e.g. LMS4J_DUMP_TRACE=trace.tsv lms4j run --model "
+          + "resnet50 --steps 3). Ops missing from it keep their estimate.")
+  Path profile;
+
   @Option(names = "--debug", description = "Log the plan in detail.") boolean debug;
 
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
@@ -150,18 +181,37 @@ final class LmsOptions {
     if (swapDir != null) {
       b.swapDir(swapDir);
     }
-    b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     return configure(b).build();
   }
 
-  /** Sets the remat mode, small-node limit, scheduler and dump file on {@code b}. */
+  /**
+   * Sets the swap path and overlap, the remat mode, small-node limit, scheduler, dump file and
+   * the cost model (with the measured op times of {@code --profile}) on {@code b}.
+   */
   Lms.Builder configure(Lms.Builder b) {
+    b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.rematMode(rematMode()).smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler));
     if (rematDump != null) {
       b.rematDump(rematDump);
     }
+    if (profile != null) {
+      b.costModel(CostModel.defaults().withProfile(profileUs()));
+    }
     return b;
+  }
+
+  /** The op times of {@code --profile}, microseconds by op name; throws when none can be read. */
+  Map<String, Double> profileUs() {
+    if (!Files.isRegularFile(profile)) {
+      throw new IllegalArgumentException("--profile " + profile + ": no such file");
+    }
+    Map<String, Double> us = CostModel.loadTrace(profile);
+    if (us.isEmpty()) {
+      throw new IllegalArgumentException("--profile " + profile + ": no op times in it (expected "
+          + "the tab-separated trace LMS4J_DUMP_TRACE writes)");
+    }
+    return us;
   }
 
   Lms.RematMode rematMode() {
@@ -209,6 +259,9 @@ final class LmsOptions {
           java.util.Locale.ROOT) + " needs --budget");
     }
     dev.lms4j.tf.SwapPath.parse(swapPath);
+    if (profile != null) {
+      profileUs();
+    }
     if (!(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
     }

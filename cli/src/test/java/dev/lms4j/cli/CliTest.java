@@ -170,6 +170,56 @@ class CliTest {
   }
 
   @Test
+  void profileOpTimesSteerTheCostModel() throws Exception {
+    Path plain = dir.resolve("plain.json");
+    assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", "auto", "--budget",
+        "150MiB", "--report", plain.toString())).as(err).isEqualTo(0);
+    JsonNode p = new ObjectMapper().readTree(plain.toFile());
+    // with FLOP estimates the hybrid plan recomputes cheap ops (and swaps one tensor)
+    assertThat(p.get("plan").get("recomputed_ops").asInt()).isPositive();
+
+    // a trace in LMS4J_DUMP_TRACE's format in which every op took a second: recomputing
+    // anything now costs more than any transfer, so the plan only swaps
+    StringBuilder trace = new StringBuilder();
+    long t = 0;
+    for (var n : ModelZoo.getOrThrow("mlp").build(2048, Map.of()).graphDef().getNodeList()) {
+      trace.append(t++).append('\t').append(n.getName()).append("\t-1\t0\t0\t1000000\n");
+    }
+    Path tsv = dir.resolve("trace.tsv");
+    Files.writeString(tsv, trace);
+    Path profiled = dir.resolve("profiled.json");
+    assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", "auto", "--budget",
+        "150MiB", "--profile", tsv.toString(), "--report", profiled.toString()))
+        .as(err).isEqualTo(0);
+    JsonNode q = new ObjectMapper().readTree(profiled.toFile());
+    assertThat(q.get("plan").get("recomputed_ops").asInt()).isZero();
+    assertThat(q.get("plan").get("swap_outs").asInt()).isPositive();
+
+    // a missing or unreadable profile is bad input: exit 2, no report
+    Files.writeString(dir.resolve("junk.tsv"), "not a trace\n");
+    for (String bad : new String[] {"missing.tsv", "junk.tsv"}) {
+      Path r = dir.resolve("bad.json");
+      assertThat(run("analyze", "--model", "mlp", "--lms", "auto", "--budget", "150MiB",
+          "--profile", dir.resolve(bad).toString(), "--report", r.toString())).isEqualTo(2);
+      assertThat(err).contains("--profile");
+      assertThat(r).doesNotExist();
+    }
+  }
+
+  @Test
+  void swapPathReachesThePlanOfEveryCommand() throws Exception {
+    for (String path : new String[] {"standard", "native"}) {
+      Path report = dir.resolve(path + ".json");
+      assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", "swap",
+          "--budget", "150MiB", "--swap-path", path, "--report", report.toString()))
+          .as(err).isEqualTo(0);
+      JsonNode r = new ObjectMapper().readTree(report.toFile());
+      assertThat(r.get("plan").get("swap_outs").asInt()).isPositive();
+      assertThat(r.get("swap").get("path").asText()).isEqualTo(path);
+    }
+  }
+
+  @Test
   void rewriteWritesARewrittenGraphThatRuns() throws Exception {
     Path out = dir.resolve("out.pb");
     assertThat(run("rewrite", "--graph", pb.toString(), "--manifest", manifest.toString(),
