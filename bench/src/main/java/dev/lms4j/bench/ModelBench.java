@@ -114,9 +114,12 @@ public final class ModelBench {
    * @param methods   the methods compared
    * @param fractions budgets as fractions of the no-LMS smallest budget
    * @param resolution relative resolution of the bisections (0.05 = within 5%)
+   * @param rounds     timed rounds at each fraction: every round runs each method once (in a
+   *                   rotated order) and one unbudgeted run; a method's ratio is the median of
+   *                   its rounds' ratios to the faster neighbouring unbudgeted run
    */
   public record Suite(String name, List<Case> cases, List<Method> methods, double[] fractions,
-      double resolution) {}
+      double resolution, int rounds) {}
 
   /** The configuration of a named suite. */
   public static Suite suite(String name) {
@@ -127,7 +130,7 @@ public final class ModelBench {
               true),
           new Case("gpt2", 8, Map.of("layers", "4", "width", "256", "seq", "128", "heads", "8"),
               "seq", 6, true, false)),
-          all, new double[] {0.50, 0.33, 0.25}, 0.06);
+          all, new double[] {0.50, 0.33, 0.25}, 0.06, 3);
       case "full" -> new Suite("full", List.of(
           new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
               true),
@@ -139,11 +142,11 @@ public final class ModelBench {
               true, true),
           new Case("unet3d", 1, Map.of("side", "32", "width", "8"), "side", 6, true, true),
           new Case("mlp", 256, Map.of(), null, 6, true, false)),
-          all, new double[] {0.50, 0.33, 0.25}, 0.03);
+          all, new double[] {0.50, 0.33, 0.25}, 0.03, 3);
       case "smoke" -> new Suite("smoke", List.of(
           new Case("mlp", 256, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
           List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO),
-          new double[] {0.5}, 0.15);
+          new double[] {0.8}, 0.15, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + name
           + "' (expected quick, full or smoke)");
     };
@@ -165,7 +168,8 @@ public final class ModelBench {
     int steps = base.cases().isEmpty() ? 5 : base.cases().get(0).steps();
     return new Suite(base.name() + "-" + model, List.of(new Case(model,
         batch > 0 ? batch : spec.defaultBatch(), Map.copyOf(options), size, steps, true,
-        size != null)), base.methods(), base.fractions(), base.resolution());
+        size != null)), base.methods(), base.fractions(), base.resolution(),
+        base.rounds());
   }
 
   /** Runs a suite, prints progress and tables to {@code out}, writes JSON and Markdown. */
@@ -369,7 +373,9 @@ public final class ModelBench {
           at.put("budget_mib", budget >> 20);
           // the bisection's step is coarse: a budget between its last failing probe and the
           // smallest budget that trained was never probed, so it is planned and run here
-          if (mm < 0 || (mm << 20) > budget && !edges.get(m).unknown(budget >> 20)) {
+          // (not for no-LMS: its smallest budget is the reference the fractions are of)
+          if (mm < 0 || (mm << 20) > budget
+              && (m == Method.NONE || !edges.get(m).unknown(budget >> 20))) {
             at.put("fits", false).put("why", mm < 0 ? "no budget found" : "below its smallest "
                 + "budget (" + mm + " MiB)");
             continue;
@@ -397,19 +403,46 @@ public final class ModelBench {
           say("  no method has a plan at this budget");
           continue;
         }
-        RunResult freeA = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
-        Map<Method, RunResult> results = new EnumMap<>(Method.class);
-        for (Method m : runnable) {
-          results.put(m, runOnce(plans.get(m), m, budget, c.steps()));
+        // rounds of [each method once, then one unbudgeted run], the method order rotated
+        // each round; ratio = the method's time over the faster of the unbudgeted runs just
+        // before and after its round; a method that fails once is not run again
+        List<RunResult> unbudgeted = new ArrayList<>();
+        unbudgeted.add(BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps())));
+        Map<Method, List<RunResult>> results = new EnumMap<>(Method.class);
+        Map<Method, List<Double>> ratios = new EnumMap<>(Method.class);
+        Map<Method, RunResult> failed = new EnumMap<>(Method.class);
+        for (int round = 0; round < s.rounds(); round++) {
+          Map<Method, RunResult> now = new EnumMap<>(Method.class);
+          for (int i = 0; i < runnable.size(); i++) {
+            Method m = runnable.get((i + round) % runnable.size());
+            if (!failed.containsKey(m)) {
+              now.put(m, runOnce(plans.get(m), m, budget, c.steps()));
+            }
+          }
+          unbudgeted.add(BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps())));
+          double base = Math.min(unbudgeted.get(round).medianMs(), unbudgeted.get(round + 1).medianMs());
+          now.forEach((m, r) -> {
+            if (r.fits()) {
+              results.computeIfAbsent(m, k -> new ArrayList<>()).add(r);
+              ratios.computeIfAbsent(m, k -> new ArrayList<>()).add(r.medianMs() / base);
+            } else {
+              failed.put(m, r);
+            }
+          });
         }
-        RunResult freeB = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, c.steps()));
-        double base = Math.min(freeA.medianMs(), freeB.medianMs());
+        double base = unbudgeted.stream().mapToDouble(RunResult::medianMs).min().orElseThrow();
         for (Method m : runnable) {
-          RunResult r = results.get(m);
           ObjectNode at = (ObjectNode) rows.get(m).get("at_" + key);
-          at.put("fits", r.fits()).put("unbudgeted_ms_per_step", base);
-          if (r.fits()) {
-            double ratio = r.medianMs() / base;
+          RunResult bad = failed.get(m);
+          at.put("fits", bad == null).put("unbudgeted_ms_per_step", base);
+          if (bad == null) {
+            double ratio = median(ratios.get(m));
+            double ms = median(results.get(m).stream().map(RunResult::medianMs).toList());
+            long peak = results.get(m).stream().mapToLong(RunResult::peakBytes).max().orElse(-1);
+            at.put("ms_per_step", ms).put("step_ratio", ratio)
+                .put("step_ratio_min", ratios.get(m).stream().mapToDouble(d -> d).min().orElse(0))
+                .put("step_ratio_max", ratios.get(m).stream().mapToDouble(d -> d).max().orElse(0))
+                .put("rounds", ratios.get(m).size()).put("measured_peak_bytes", peak);
             if (budget >> 20 < minMib.get(m)) {
               // trained below the bisection's answer (in the gap it never probed)
               minMib.put(m, budget >> 20);
@@ -419,17 +452,16 @@ public final class ModelBench {
               say("  %-16s smallest budget now %d MiB (trained at %s)", m.label, budget >> 20,
                   key);
             }
-            at.put("ms_per_step", r.medianMs()).put("step_ratio", ratio)
-                .put("measured_peak_bytes", r.peakBytes());
-            say("  %-16s %.0f ms/step = %.2fx unbudgeted (%.0f ms); measured peak %d MiB%s",
-                m.label, r.medianMs(), ratio, base, r.peakBytes() >> 20,
+            say("  %-16s %.0f ms/step = %.2fx unbudgeted (rounds %s); measured peak %d MiB%s",
+                m.label, ms, ratio, ratios.get(m).stream()
+                    .map(d -> String.format(Locale.ROOT, "%.2f", d)).toList(), peak >> 20,
                 at.has("predicted_peak_bytes") ? String.format(Locale.ROOT,
                     ", predicted %d MiB, predicted ratio %.2fx",
                     at.get("predicted_peak_bytes").asLong() >> 20,
                     at.get("predicted_step_ratio").asDouble()) : "");
           } else {
-            at.put("why", r.oom() ? "OOM" : r.error());
-            say("  %-16s %s", m.label, r.oom() ? "OOM" : "failed: " + r.error());
+            at.put("why", bad.oom() ? "OOM" : bad.error());
+            say("  %-16s %s", m.label, bad.oom() ? "OOM" : "failed: " + bad.error());
           }
         }
       }
@@ -524,6 +556,13 @@ public final class ModelBench {
       long step = Math.max(2, (long) (hi * s.resolution()));
       return Bisection.search(Math.max(1, lo - 1), hi, step,
           mib -> fits(tg, m, mib << 20, "budget"));
+    }
+
+    /** The median of {@code xs} (the mean of the middle two when even). */
+    static double median(List<Double> xs) {
+      double[] v = xs.stream().mapToDouble(Double::doubleValue).sorted().toArray();
+      int n = v.length;
+      return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     }
 
     /** The largest value in [lo, hi] that fits, 0 when lo does not (monotone assumed). */

@@ -20,8 +20,10 @@ final class ModelBenchMarkdown {
     sb.append("This is a CPU testbed: the budget is TensorFlow's BFC allocator limit, and host "
         + "transfers are cheap relative to compute compared with a GPU's PCIe link, so ratios "
         + "compare with published figures, absolute times do not. Step-time ratios come from "
-        + "runs alternating with unbudgeted runs in the same minutes (the faster of two "
-        + "unbudgeted runs is the base).\n\n");
+        + "rounds in the same minutes: each round runs every method once (the order rotated "
+        + "between rounds) and then one unbudgeted run; a round's ratio is the method's median "
+        + "step time over the faster of the unbudgeted runs around it, and the table shows "
+        + "the median over rounds with their range.\n\n");
     for (JsonNode m : root.path("models")) {
       sb.append("## ").append(m.path("model").asText()).append(" (batch ")
           .append(m.path("batch").asInt()).append(", ").append(m.path("options").asText())
@@ -38,7 +40,7 @@ final class ModelBenchMarkdown {
         if (e.getKey().startsWith("at_")) {
           String f = e.getKey().substring(3);
           String pct = String.format(Locale.ROOT, "%.0f%%", Double.parseDouble(f) * 100);
-          head.append(" step time at ").append(pct).append(" (predicted) | peak at ").append(pct)
+          head.append(" step time at ").append(pct).append(" [range over rounds] (predicted) | peak at ").append(pct)
               .append(" measured / predicted (MiB) | swapped MiB / recomputed ops at ")
               .append(pct).append(" |");
           rule.append("---|---|---|");
@@ -60,7 +62,10 @@ final class ModelBenchMarkdown {
           }
           JsonNode at = e.getValue();
           if (at.path("fits").asBoolean()) {
-            sb.append(String.format(Locale.ROOT, " %.2fx%s |", at.path("step_ratio").asDouble(),
+            sb.append(String.format(Locale.ROOT, " %.2fx%s%s |", at.path("step_ratio").asDouble(),
+                at.path("rounds").asInt(1) > 1 ? String.format(Locale.ROOT, " [%.2f-%.2f]",
+                    at.path("step_ratio_min").asDouble(), at.path("step_ratio_max").asDouble())
+                    : "",
                 at.has("predicted_step_ratio") ? String.format(Locale.ROOT, " (%.2fx)",
                     at.path("predicted_step_ratio").asDouble()) : ""));
             sb.append(String.format(Locale.ROOT, " %d / %s |",

@@ -38,6 +38,19 @@ class ModelBenchTest {
     assertThat(rows.get("tflms").path("min_budget_mib").asLong()).isPositive().isLessThan(none);
     assertThat(rows.get("auto").path("min_budget_mib").asLong()).isPositive().isLessThan(none);
 
+    // step time at 80%: two rounds for each LMS method that fits there, the ratio their median
+    int timed = 0;
+    for (String m : List.of("tflms", "auto")) {
+      JsonNode at = rows.get(m).path("at_0.80");
+      if (at.path("fits").asBoolean()) {
+        timed++;
+        assertThat(at.path("rounds").asInt()).as(m).isEqualTo(2);
+        assertThat(at.path("step_ratio").asDouble()).as(m).isPositive()
+            .isBetween(at.path("step_ratio_min").asDouble(), at.path("step_ratio_max").asDouble());
+      }
+    }
+    assertThat(timed).as(buf.toString(StandardCharsets.UTF_8)).isPositive();
+
     Map<String, Integer> cap = new HashMap<>();
     model.path("capacity").path("methods").forEach(r -> cap.put(r.path("method").asText(),
         r.path("largest_batch").asInt()));
