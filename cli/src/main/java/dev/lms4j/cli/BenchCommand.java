@@ -13,14 +13,14 @@ import picocli.CommandLine.Option;
     description = {"Run a benchmark suite and write JSON and Markdown under --out.",
         "quick/full/smoke: the side-by-side model benchmark. For each model and each method "
             + "(no LMS, grappler's memory_optimization modes, tflms, remat, auto, sqrt): the "
-            + "smallest budget that trains (bisection), step time at 50/33/25% of the no-LMS "
+            + "smallest budget that trains (bisection), step time at 50/33/25%% of the no-LMS "
             + "budget vs unbudgeted, predicted vs measured peak, the largest batch and input "
             + "size at a fixed budget against the physical limit, planning time at 10k and 100k "
             + "ops. quick takes about 20 minutes on 2 cores; smoke about 2.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
-            + "time with LMS at 50/40/25% of the no-LMS budget per path, with and without "
+            + "time with LMS at 50/40/25%% of the no-LMS budget per path, with and without "
             + "overlap."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
