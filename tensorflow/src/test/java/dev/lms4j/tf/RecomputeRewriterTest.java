@@ -56,4 +56,34 @@ class RecomputeRewriterTest {
     assertThat(r.recompute().groups().get(0).ops()).containsExactly("relu1");
     assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
   }
+
+  @Test
+  void aCloneReadingAVariableRunsBeforeItsUpdateButNotBeforeItsInitializer() {
+    // layer1 = MatMul(relu0, w1): its clone reads w1 in the backward pass, where nothing else
+    // orders it before ApplyGradientDescent(w1) (VariableReads)
+    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
+        .getNodeList().stream().map(x -> x.getName().equals("layer1") ? x.toBuilder()
+            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
+            .build() : x).toList()).build();
+    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
+        .rewrite(new TrainingGraph(hinted, net.manifest()));
+    RecomputePlan.Group gr = r.recompute().groups().get(0);
+    assertThat(gr.ops()).containsExactly("layer1");
+    String clone = "^" + RecomputePlan.cloneName(gr.name(), "layer1");
+    List<NodeDef> writers = r.graphDef().getNodeList().stream()
+        .filter(x -> x.getInputCount() > 0 && x.getInput(0).equals("w1")
+            && (x.getOp().equals("ApplyGradientDescent") || x.getOp().equals("Assign")))
+        .toList();
+    assertThat(writers).extracting(NodeDef::getOp)
+        .containsExactlyInAnyOrder("ApplyGradientDescent", "Assign");
+    for (NodeDef w : writers) {
+      if (w.getOp().equals("ApplyGradientDescent")) {
+        assertThat(w.getInputList()).contains(clone);
+      } else {
+        // the initializer runs without the step's feeds: it must not wait for a clone
+        assertThat(w.getInputList()).doesNotContain(clone);
+      }
+    }
+    assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
+  }
 }

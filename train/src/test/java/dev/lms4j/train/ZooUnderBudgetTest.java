@@ -26,7 +26,8 @@ import org.tensorflow.proto.RewriterConfig;
  * without LMS: the run without LMS runs out of memory, and the rewritten graphs of
  * {@code remat} (recomputation alone) and {@code auto} (recompute, then swap what still does not
  * fit) each train 3 steps at B with losses bit-identical to the unbudgeted run's; so does
- * XLA-style standard rematerialization on every model but gpt2.
+ * XLA-style standard rematerialization (on gpt2 at memory ratio 0.8, where its plan recomputes
+ * reads of variables the step updates).
  *
  * <p>Each B was chosen by measuring the unbudgeted peak (the traced step's highest
  * {@code allocator_bytes_in_use}, BFC allocator, one worker per run) and then the smallest
@@ -91,15 +92,17 @@ class ZooUnderBudgetTest {
 
     Lms remat = Lms.builder().budget(budget).memRatio(0.9).strategy(Lms.Strategy.RECOMPUTE)
         .build();
-    if (!model.equals("gpt2")) {
-      // XLA-style remat alone; not on gpt2, where its plans moved the second loss by one ulp
-      // (README, known issues)
-      LmsResult xla = Lms.builder().budget(budget).memRatio(0.9).strategy(Lms.Strategy.RECOMPUTE)
-          .rematMode(Lms.RematMode.STANDARD).build().rewrite(tg);
-      assertThat(xla.rewritten()).isTrue();
-      assertThat(xla.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * 0.9));
-      assertTrainsLikeTheReference(xla, tg, budget, reference);
-    }
+    // XLA-style remat alone. On gpt2 at the default memory ratio 0.8 its plan recomputes the
+    // layer norms' Mul_1 (reads gamma) and Add_1 (reads beta) in the backward pass; those clones
+    // once ran after the optimizer had updated gamma and beta and moved the second loss by one
+    // ulp. Each such clone now has a control edge to the variable's update (VariableReads); the
+    // 0.9 plan recomputes no variable read, so gpt2 is checked at 0.8
+    double xlaRatio = model.equals("gpt2") ? 0.8 : 0.9;
+    LmsResult xla = Lms.builder().budget(budget).memRatio(xlaRatio)
+        .strategy(Lms.Strategy.RECOMPUTE).rematMode(Lms.RematMode.STANDARD).build().rewrite(tg);
+    assertThat(xla.rewritten()).isTrue();
+    assertThat(xla.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * xlaRatio));
+    assertTrainsLikeTheReference(xla, tg, budget, reference);
     if (rematFits) {
       LmsResult lr = remat.rewrite(tg);
       assertThat(lr.rewritten()).isTrue();

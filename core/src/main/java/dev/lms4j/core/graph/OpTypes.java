@@ -41,6 +41,17 @@ public final class OpTypes {
         || type.startsWith("ResourceApply") || VARIABLES.contains(type);
   }
 
+  /**
+   * True for op types that update a variable in place (optimizer updates, assignments,
+   * scatters): a read of the variable that runs after one sees the new value.
+   */
+  public static boolean isVariableWriter(String type) {
+    return type.startsWith("Apply") || type.startsWith("ResourceApply")
+        || type.startsWith("SparseApply") || type.startsWith("ResourceSparseApply")
+        || type.startsWith("Assign") || type.startsWith("Scatter")
+        || type.startsWith("ResourceScatter");
+  }
+
   /** Aggregates whose data inputs grappler sorts by name (commutative ops, n-ary). */
   public static final Set<String> ORDER_SENSITIVE = Set.of("AddN", "AccumulateNV2");
 

@@ -10,7 +10,11 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-/** Applies a {@link RecomputePlan} to the graph model (clones, re-pointed consumers, triggers). */
+/**
+ * Applies a {@link RecomputePlan} to the graph model (clones, re-pointed consumers, triggers,
+ * and a control edge from each clone that reads a variable to the ops that update it:
+ * {@link VariableReads}).
+ */
 public final class RecomputeApplier {
   private RecomputeApplier() {}
 
@@ -52,6 +56,14 @@ public final class RecomputeApplier {
         }
         added.add(new Op(id, RecomputePlan.cloneName(gr.name(), name), o.type(),
             o.category(), o.device(), ins, root ? triggers : List.of(), o.outputs()));
+        // the variable's update waits for the clone, which then reads the forward pass's value
+        for (int w : VariableReads.writers(g, o)) {
+          Op wo = replaced.getOrDefault(w, g.op(w));
+          List<Integer> ctl = new ArrayList<>(wo.controlInputs());
+          ctl.add(id);
+          replaced.put(w, new Op(wo.id(), wo.name(), wo.type(), wo.category(), wo.device(),
+              wo.inputs(), ctl, wo.outputs()));
+        }
       }
       for (RecomputePlan.Repoint rp : gr.repoints()) {
         int cid = g.opOrThrow(rp.consumer()).id();
