@@ -69,10 +69,9 @@ public final class NativeSwap {
   /**
    * Bandwidth of one direction of a native host swap, bytes/s, for the cost model: measured
    * with {@code ./lms4j bench --suite native} on this project's 2-core machines (see
-   * docs/native-swap.md): a swap-out alone moved 15.1 GB/s, and a round trip (out, then in)
-   * 8.15 GB/s of tensor bytes over both copies, i.e. about 16 GB/s each way.
+   * docs/native-swap.md).
    */
-  public static final double HOST_BANDWIDTH = 15e9;
+  public static final double HOST_BANDWIDTH = 8e9;
 
   private static boolean attempted;
   private static boolean loaded;
