@@ -67,9 +67,13 @@ public final class NativeSwap {
    */
   public static final String MEMCPY_BENCH = "Lms4jMemcpyBench";
   /**
-   * Bandwidth of one direction of a native host swap, bytes/s, for the cost model: measured
-   * with {@code ./lms4j bench --suite native} on this project's 2-core machines (see
-   * docs/native-swap.md).
+   * Bandwidth of one direction of a native host swap, bytes/s, for the cost model (see
+   * docs/native-swap.md). {@code ./lms4j bench --suite native} measured 15.1 GB/s for a
+   * swap-out alone and 8.15 GB/s for a round trip counted over both copies, so about 15 GB/s
+   * each way; 8 GB/s is kept on purpose: priced at 15, auto's plan for the zoo's unet3d at 18 MiB
+   * swapped a 3 MiB concat whose swap-in TensorFlow's executor ran beside the slices of its
+   * gradient (an order the level schedule does not predict): 18.0 MiB measured against 14 MiB
+   * predicted, out of memory at 18. The higher price keeps swaps to tensors with room to spare.
    */
   public static final double HOST_BANDWIDTH = 8e9;
 
