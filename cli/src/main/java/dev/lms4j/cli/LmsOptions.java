@@ -130,6 +130,18 @@ final class LmsOptions {
           + "(kept only when it lowers the simulated peak).")
   String scheduler;
 
+  @Option(names = "--recompute", split = ",", paramLabel = "OP",
+      description = "Manual recomputation (implies --lms remat): recompute these forward ops, "
+          + "by name, in the backward pass, as ops carrying the _recompute_hint attribute are. "
+          + "Random, stateful, fed, variable and constant ops cannot be named.")
+  List<String> recompute = List.of();
+
+  @Option(names = "--backward-scope", paramLabel = "SCOPE", defaultValue = "gradients",
+      description = "Name scope of the backward pass's ops (default ${DEFAULT-VALUE}): the ops "
+          + "that read swapped-in or recomputed tensors, and whose inputs count as "
+          + "activations.")
+  String backwardScope;
+
   @Option(names = "--remat-dump", paramLabel = "FILE",
       description = "remat standard/path: write per-op memory and the decisions here "
           + "(JSON when FILE ends in .json, else tab-separated).")
@@ -147,6 +159,9 @@ final class LmsOptions {
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
 
   LmsMode mode() {
+    if (lms == null && !recompute.isEmpty()) {
+      return LmsMode.REMAT;
+    }
     if (lms == null) {
       // nothing to plan against: without a budget or TFLMS parameters, run the graph as it is
       boolean tflmsParams = swapoutThreshold >= 0 || swapinAhead >= 0 || swapinGroupby >= 0;
@@ -191,7 +206,10 @@ final class LmsOptions {
   Lms.Builder configure(Lms.Builder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.rematMode(rematMode()).smallNodeLimitBytes(smallNodeLimitBytes())
-        .scheduler(Scheduling.Scheduler.parse(scheduler));
+        .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
+    if (!recompute.isEmpty()) {
+      b.recompute(recompute);
+    }
     if (rematDump != null) {
       b.rematDump(rematDump);
     }
@@ -221,6 +239,17 @@ final class LmsOptions {
       throw new IllegalArgumentException("unknown --remat-mode '" + rematMode
           + "' (expected groups, standard or path)");
     }
+  }
+
+  String backwardScope() {
+    String s = backwardScope.trim();
+    while (s.endsWith("/")) {
+      s = s.substring(0, s.length() - 1);
+    }
+    if (s.isEmpty()) {
+      throw new IllegalArgumentException("--backward-scope must name a scope, e.g. gradients");
+    }
+    return s;
   }
 
   long smallNodeLimitBytes() {
@@ -254,7 +283,16 @@ final class LmsOptions {
     rematMode();
     smallNodeLimitBytes();
     Scheduling.Scheduler.parse(scheduler);
-    if (mode() == LmsMode.REMAT && rematMode() != Lms.RematMode.GROUPS && budgetBytes() <= 0) {
+    backwardScope();
+    if (!recompute.isEmpty() && mode() != LmsMode.REMAT) {
+      throw new IllegalArgumentException("--recompute names ops to recompute: it goes with "
+          + "--lms remat (or no --lms), not --lms " + lms.trim());
+    }
+    if (recompute.stream().anyMatch(n -> n.isBlank())) {
+      throw new IllegalArgumentException("--recompute: empty op name");
+    }
+    if (mode() == LmsMode.REMAT && rematMode() != Lms.RematMode.GROUPS && budgetBytes() <= 0
+        && recompute.isEmpty()) {
       throw new IllegalArgumentException("--remat-mode " + rematMode.trim().toLowerCase(
           java.util.Locale.ROOT) + " needs --budget");
     }

@@ -14,6 +14,7 @@ import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.RecomputeRewriter;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
@@ -53,7 +54,7 @@ final class Pipeline {
     TrainingGraph toRun = tg;
     try {
       if (mode == LmsMode.OFF) {
-        lms = analyzeOnly(tg, params);
+        lms = analyzeOnly(tg, params, o.backwardScope());
       } else {
         Path swapDir = o.swapDir;
         if (params.tier() == Tier.DISK && swapDir == null) {
@@ -82,7 +83,8 @@ final class Pipeline {
       SwapPlan plan = lms.plan();
       var rp = lms.recompute();
       Reports.lms(report, lms, mode == LmsMode.OFF ? null
-          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode, o.rematMode())
+          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode, o.rematMode(),
+              !o.recompute.isEmpty() || !RecomputeRewriter.hintedOps(tg.graphDef()).isEmpty())
           : paramsJson(lms, lms.rewritten()));
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
@@ -150,10 +152,10 @@ final class Pipeline {
   }
 
   /** The graph model and simulated peak of {@code tg} without a plan (LMS off). */
-  static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params) {
+  static LmsResult analyzeOnly(TrainingGraph tg, SwapParams params, String backwardScope) {
     long t0 = System.nanoTime();
     DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
-        params.batchSize(), GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+        params.batchSize(), backwardScope, tg.manifest().runOps());
     long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
     return new LmsResult(tg.graphDef(), SwapPlan.empty(params), model, GraphStats.of(model),
         peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);
@@ -171,14 +173,20 @@ final class Pipeline {
     return n;
   }
 
+  /** The plan's parameters for remat and sqrt; {@code manual}: ops were named or hinted. */
   private static ObjectNode rematJson(LmsResult lms, LmsMode mode,
-      dev.lms4j.tf.Lms.RematMode rematMode) {
+      dev.lms4j.tf.Lms.RematMode rematMode, boolean manual) {
     ObjectNode n = new ObjectMapper().createObjectNode();
-    String remat = switch (rematMode) {
+    String remat = manual ? "manual-recompute" : switch (rematMode) {
       case STANDARD -> "xla-remat-standard";
       case PATH -> "xla-remat-path";
       default -> "grappler-recompute";
     };
+    if (manual && mode == LmsMode.REMAT) {
+      var ops = n.putArray("recompute_ops");
+      lms.recompute().groups().stream().flatMap(g -> g.ops().stream()).sorted()
+          .forEach(ops::add);
+    }
     n.put("planner", mode == LmsMode.SQRT ? "sqrt-checkpoint" : remat)
         .put("lms_needed", lms.rewritten())
         .put("groups", lms.recompute().groups().size());

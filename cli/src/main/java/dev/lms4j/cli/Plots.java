@@ -42,7 +42,8 @@ final class Plots {
   }
 
   private static LmsResult original(TrainingGraph tg, LmsOptions opts) {
-    return Pipeline.analyzeOnly(tg, opts.params((int) tg.manifest().batchSize()));
+    return Pipeline.analyzeOnly(tg, opts.params((int) tg.manifest().batchSize()),
+        opts.backwardScope());
   }
 
   /**

@@ -136,6 +136,39 @@ class CliTest {
   }
 
   @Test
+  void namedOpsAreRecomputedManually() throws Exception {
+    Path report = dir.resolve("manual.json");
+    // --recompute implies --lms remat; only the named ReLU is cloned (the heuristic alone
+    // would also clone the bias adds and the other ReLUs)
+    assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--budget", "150MiB",
+        "--recompute", "mlp/dense1/relu", "--report", report.toString())).as(err).isEqualTo(0);
+    JsonNode r = new ObjectMapper().readTree(report.toFile());
+    assertThat(r.get("lms").asText()).isEqualTo("remat");
+    JsonNode p = r.get("plan");
+    assertThat(p.get("parameters").get("planner").asText()).isEqualTo("manual-recompute");
+    assertThat(p.get("parameters").get("recompute_ops")).extracting(JsonNode::asText)
+        .containsExactly("mlp/dense1/relu");
+    assertThat(p.get("recomputed_ops").asInt()).isEqualTo(1);
+    assertThat(run("analyze", "--help")).isEqualTo(0);
+    assertThat(out).contains("--recompute").contains("--backward-scope");
+    String[][] bad = {
+        {"--recompute", "x"}, {"--recompute", "no/such/op"},
+        {"--recompute", "mlp/dense1/relu", "--lms", "swap"}, {"--backward-scope", "/"}};
+    String[] expect = {"cannot be recomputed", "no op named 'no/such/op'", "--lms remat",
+        "--backward-scope"};
+    for (int i = 0; i < bad.length; i++) {
+      Path none = dir.resolve("bad" + i + ".json");
+      java.util.List<String> args = new java.util.ArrayList<>(java.util.List.of("analyze",
+          "--model", "mlp", "--batch", "2048", "--budget", "150MiB", "--report",
+          none.toString()));
+      args.addAll(java.util.List.of(bad[i]));
+      assertThat(run(args.toArray(String[]::new))).as(String.join(" ", bad[i])).isEqualTo(2);
+      assertThat(err).contains(expect[i]);
+      assertThat(none).doesNotExist();
+    }
+  }
+
+  @Test
   void rematModesSchedulerAndDump() throws Exception {
     for (String mode : new String[] {"standard", "path"}) {
       Path report = dir.resolve(mode + ".json");

@@ -50,6 +50,7 @@ public final class Lms {
   private final SwapParams params;
   private final double memRatio;
   private final String backwardScope;
+  private final java.util.SortedSet<String> recomputeOps;
   private final Path swapDir;
   private final Strategy strategy;
   private final CostModel costModel;
@@ -106,6 +107,8 @@ public final class Lms {
     this.params = b.params;
     this.memRatio = b.memRatio;
     this.backwardScope = b.backwardScope;
+    this.recomputeOps = java.util.Collections.unmodifiableSortedSet(
+        new java.util.TreeSet<>(b.recomputeOps));
     this.swapDir = b.swapDir;
     this.strategy = b.strategy;
     this.swapPath = b.swapPath;
@@ -115,7 +118,12 @@ public final class Lms {
     this.smallNodeLimitBytes = b.smallNodeLimitBytes;
     this.scheduler = b.scheduler;
     this.rematDump = b.rematDump;
-    if (strategy == Strategy.RECOMPUTE && rematMode != RematMode.GROUPS && budgetBytes <= 0) {
+    if (!recomputeOps.isEmpty() && strategy != Strategy.RECOMPUTE) {
+      throw new IllegalArgumentException("ops named to recompute (recompute(...)) need the "
+          + "RECOMPUTE strategy, not " + strategy);
+    }
+    if (strategy == Strategy.RECOMPUTE && rematMode != RematMode.GROUPS && budgetBytes <= 0
+        && recomputeOps.isEmpty()) {
       throw new IllegalArgumentException("remat mode " + rematMode + " needs a budget");
     }
     if (params.tier() == Tier.DISK && swapDir == null) {
@@ -315,6 +323,7 @@ public final class Lms {
       long t0) {
     java.util.Set<String> hints = new java.util.TreeSet<>(RecomputeRewriter.hintedOps(gd));
     hints.removeIf(h -> model.op(h).isEmpty());
+    hints.addAll(namedRecomputeOps(gd, model));
     RecomputePlan plan;
     long after;
     if (!hints.isEmpty()) {
@@ -341,6 +350,29 @@ public final class Lms {
         mib(after));
     return new LmsResult(out, SwapPlan.empty(params), model, stats, before, after,
         !plan.isEmpty(), ms(t0), out.getNodeCount() - gd.getNodeCount(), plan);
+  }
+
+  /**
+   * The ops named with {@link Builder#recompute} that a step runs; a name that is no op of the
+   * graph is an error, one the step does not run is skipped with a warning.
+   */
+  private java.util.Set<String> namedRecomputeOps(GraphDef gd, DataflowGraph model) {
+    java.util.Set<String> inGraph = new java.util.HashSet<>();
+    for (org.tensorflow.proto.NodeDef n : gd.getNodeList()) {
+      inGraph.add(n.getName());
+    }
+    java.util.Set<String> out = new java.util.TreeSet<>();
+    for (String name : recomputeOps) {
+      if (!inGraph.contains(name)) {
+        throw new IllegalArgumentException("no op named '" + name + "' to recompute in the graph");
+      }
+      if (model.op(name).isEmpty()) {
+        LOG.warn("[LMS][0] {} is not run by a training step; it is not recomputed", name);
+      } else {
+        out.add(name);
+      }
+    }
+    return out;
   }
 
   private LmsResult rematerialize(GraphDef gd, DataflowGraph model, GraphStats stats,
@@ -531,8 +563,25 @@ public final class Lms {
     private Path rematDump;
     private SwapPath swapPath = SwapPath.AUTO;
     private boolean swapOverlap;
+    private java.util.Set<String> recomputeOps = java.util.Set.of();
 
     private Builder() {}
+
+    /**
+     * Manual recomputation, the Java counterpart of the {@code _recompute_hint} attribute: these
+     * forward ops (by name) are recomputed in the backward pass, in connected groups, together
+     * with the ops marked by the attribute; the budget does not change the choice. Needs
+     * {@link Strategy#RECOMPUTE}. Random, stateful, fed, variable and constant ops cannot be
+     * named ({@link #build} succeeds, {@link Lms#rewrite} throws IllegalArgumentException).
+     *
+     * <pre>{@code
+     * Lms.builder().strategy(Lms.Strategy.RECOMPUTE).recompute(Set.of("relu1", "bias1")).build();
+     * }</pre>
+     */
+    public Builder recompute(java.util.Collection<String> opNames) {
+      this.recomputeOps = java.util.Set.copyOf(opNames);
+      return this;
+    }
 
     /**
      * How {@link Strategy#RECOMPUTE} chooses ops: grappler-style groups (default) or XLA-style

@@ -2,10 +2,12 @@ package dev.lms4j.tf;
 
 import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.plan.RecomputePlan;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.junit.jupiter.api.Test;
 import org.tensorflow.proto.AttrValue;
 import org.tensorflow.proto.GraphDef;
@@ -85,5 +87,69 @@ class RecomputeRewriterTest {
       }
     }
     assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
+  }
+
+  @Test
+  void opsNamedThroughTheJavaApiAreRecomputedWithTheHintedOnes() {
+    // relu0 carries the attribute, relu2 is named: two groups (a MatMul lies between them),
+    // and nothing else is cloned even though the heuristic would also pick relu1 and relu3
+    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
+        .getNodeList().stream().map(x -> x.getName().equals("relu0") ? x.toBuilder()
+            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
+            .build() : x).toList()).build();
+    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).recompute(Set.of("relu2"))
+        .build().rewrite(new TrainingGraph(hinted, net.manifest()));
+    assertThat(r.recompute().groups()).extracting(g -> g.ops())
+        .containsExactlyInAnyOrder(List.of("relu0"), List.of("relu2"));
+    Map<String, NodeDef> n = nodes(r.graphDef());
+    RecomputePlan.Group g2 = r.recompute().groups().stream()
+        .filter(g -> g.ops().equals(List.of("relu2"))).findFirst().orElseThrow();
+    // relu2's reader in the backward pass now reads the clone
+    assertThat(g2.repoints()).isNotEmpty();
+    for (RecomputePlan.Repoint rp : g2.repoints()) {
+      assertThat(n.get(rp.consumer()).getInputList())
+          .contains(RecomputePlan.cloneName(g2.name(), "relu2")).doesNotContain("relu2");
+    }
+    assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
+    // the names alone, with a budget and an XLA remat mode: the named ops still decide
+    LmsResult named = Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+        .rematMode(Lms.RematMode.STANDARD).budget(1L << 30).recompute(Set.of("relu1"))
+        .build().rewrite(net);
+    assertThat(named.recompute().groups()).extracting(g -> g.ops())
+        .containsExactly(List.of("relu1"));
+  }
+
+  @Test
+  void namingAnOpThatCannotBeRecomputedIsAnError() {
+    // x is fed; an unknown name and a strategy other than RECOMPUTE are refused too
+    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+        .recompute(Set.of("x")).build().rewrite(net))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("x (Placeholder) "
+            + "cannot be recomputed");
+    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+        .recompute(Set.of("no_such_op")).build().rewrite(net))
+        .isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("no op named 'no_such_op'");
+    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.AUTO).budget(1L << 30)
+        .recompute(Set.of("relu1")).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("RECOMPUTE strategy");
+  }
+
+  @Test
+  void theBackwardScopeSaysWhichOpsReadRecomputedTensors() {
+    // the same net with its gradients under grads/: with the default scope no op counts as
+    // backward, so nothing is recomputed; naming the scope finds the same four ReLUs
+    TrainingGraph other = TinyNet.build(64, 128, 4, "grads");
+    LmsResult byDefault = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build().rewrite(other);
+    assertThat(byDefault.recompute().groups()).isEmpty();
+    LmsResult scoped = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).backwardScope("grads")
+        .build().rewrite(other);
+    assertThat(scoped.recompute().groups()).extracting(g -> g.ops().get(0))
+        .containsExactlyInAnyOrder("relu0", "relu1", "relu2", "relu3");
+    for (RecomputePlan.Group g : scoped.recompute().groups()) {
+      assertThat(g.repoints()).allMatch(rp -> rp.consumer().startsWith("grads/"));
+    }
+    assertThat(TfTests.losses(scoped.graphDef(), other.manifest()))
+        .containsExactlyElementsOf(TfTests.losses(other.graphDef(), other.manifest()));
   }
 }

@@ -19,6 +19,11 @@ final class TinyNet {
 
   /** {@code layers} ReLU layers of {@code width} units on {@code [batch, 32]} inputs, 10 classes. */
   static TrainingGraph build(int batch, int width, int layers) {
+    return build(batch, width, layers, "gradients");
+  }
+
+  /** The same net with its gradient ops under {@code gradientScope} instead of gradients/. */
+  static TrainingGraph build(int batch, int width, int layers, String gradientScope) {
     try (Graph g = new Graph()) {
       Ops tf = Ops.create(g);
       Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
@@ -45,7 +50,7 @@ final class TinyNet {
       }
       Operand<TFloat32> loss = tf.withName("loss").math.mean(
           tf.nn.softmaxCrossEntropyWithLogits(h, y).loss(), tf.constant(0));
-      Output<?>[] grads = g.addGradients("gradients", new Output<?>[] {loss.asOutput()},
+      Output<?>[] grads = g.addGradients(gradientScope, new Output<?>[] {loss.asOutput()},
           vars.stream().map(Variable::asOutput).toArray(Output<?>[]::new), null);
       List<Op> updates = new ArrayList<>();
       for (int i = 0; i < vars.size(); i++) {
