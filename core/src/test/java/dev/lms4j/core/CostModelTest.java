@@ -101,4 +101,41 @@ class CostModelTest {
     assertThat(cm.withProfile(us).opUs(g, g.opOrThrow("relu"))).isEqualTo(42.0);
     java.nio.file.Files.delete(f);
   }
+
+  @Test
+  void calibratedDefaultsPriceSmallConvolutionsAboveTheSwapOfTheirOutput() {
+    CostModel cm = CostModel.defaults();
+    // conv: 75,497,472 FLOPs / 200e9 = 377.5 us, + 350 us (per conv or matmul) + 5 us
+    assertThat(cm.opUs(g, g.opOrThrow("conv"))).isCloseTo(732.487, within(1e-3));
+    assertThat(cm.opUs(g, g.opOrThrow("gradients/dw"))).isCloseTo(732.487, within(1e-3));
+    // relu: no compute overhead; 2 x 1 MiB at 30 GB/s = 69.9 us, + 5 us
+    assertThat(cm.opUs(g, g.opOrThrow("relu"))).isCloseTo(2 * 1048576 / 30e9 * 1e6 + 5,
+        within(1e-6));
+    // the conv's 1 MiB output at the native path's 8 GB/s, out and back in: 2 x (131 + 20) us
+    // = 302 us, so swapping it is cheaper than recomputing it (732 us); with the old flat 250
+    // GFLOP/s and no overhead the conv cost 307 us and recomputing it looked as cheap
+    double swap = 2 * cm.withSwapBandwidth(8e9).transferUs(1048576, dev.lms4j.core.plan.Tier.HOST);
+    assertThat(swap).isCloseTo(302.144, within(1e-3));
+    assertThat(cm.opUs(g, g.opOrThrow("conv"))).isGreaterThan(2 * swap);
+  }
+
+  @Test
+  void batchNormsTakeThreePassesOverTheirData() {
+    DataflowGraph bn = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(8, 32, 32, 32))
+        .op("scale", "Const", OpCategory.FORWARD, List.of(), f32(32))
+        .op("offset", "Const", OpCategory.FORWARD, List.of(), f32(32))
+        .op("bn", "FusedBatchNormV3", OpCategory.FORWARD, List.of("x", "scale", "offset"),
+            f32(8, 32, 32, 32))
+        .op("add", "AddV2", OpCategory.FORWARD, List.of("x", "x"), f32(8, 32, 32, 32))
+        .build();
+    CostModel cm = CostModel.defaults();
+    double add = cm.opUs(bn, bn.opOrThrow("add")) - 5;
+    // bn reads x (1 MiB) and two 128-byte vectors and writes 1 MiB: 3 x that at 30 GB/s; add
+    // reads x twice and writes 1 MiB, one pass
+    double bnBytes = 2 * 1048576 + 2 * 128;
+    assertThat(cm.opUs(bn, bn.opOrThrow("bn"))).isCloseTo(3 * bnBytes / 30e9 * 1e6 + 5,
+        within(1e-6));
+    assertThat(add).isCloseTo(3 * 1048576 / 30e9 * 1e6, within(1e-6));
+  }
 }

@@ -56,10 +56,13 @@ import java.util.Set;
  * @param profileUs       measured op times by op name, microseconds (may be empty)
  * @param diskBandwidth   bytes/s of one direction of a disk-tier swap
  * @param diskLatencyUs   fixed cost per disk-tier swap op, microseconds
+ * @param computeOverheadUs extra fixed cost of each convolution or matmul (and their gradients),
+ *                        microseconds: kernel set-up and layout reorders, which dominate the
+ *                        small ones
  */
 public record CostModel(double flopRate, double memoryBandwidth, double opOverheadUs,
     double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs,
-    double diskBandwidth, double diskLatencyUs) {
+    double diskBandwidth, double diskLatencyUs, double computeOverheadUs) {
 
   /** Default disk-tier bandwidth (one direction), bytes/s: page-cache-bound writes and reads. */
   public static final double DEFAULT_DISK_BANDWIDTH = 1.0e9;
@@ -71,32 +74,52 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
   private static final Set<String> CONV_FORWARD = Set.of("Conv2D", "Conv3D",
       "DepthwiseConv2dNative");
 
+  /** Op types that read and write their data about three times (batch norms: statistics,
+   *  then normalisation; their gradients likewise). */
+  private static final Set<String> THREE_PASS = Set.of("FusedBatchNorm", "FusedBatchNormV2",
+      "FusedBatchNormV3", "FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3");
+
   public CostModel {
     profileUs = Map.copyOf(profileUs);
   }
 
-  /** A model whose disk tier has the default bandwidth and latency. */
+  /** A model whose disk tier has the default bandwidth and latency, no compute-op overhead. */
   public CostModel(double flopRate, double memoryBandwidth, double opOverheadUs,
       double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs) {
     this(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs, overlap,
-        profileUs, DEFAULT_DISK_BANDWIDTH, DEFAULT_DISK_LATENCY_US);
+        profileUs, DEFAULT_DISK_BANDWIDTH, DEFAULT_DISK_LATENCY_US, 0);
+  }
+
+  /** A model with no extra compute-op overhead. */
+  public CostModel(double flopRate, double memoryBandwidth, double opOverheadUs,
+      double swapBandwidth, double swapLatencyUs, boolean overlap, Map<String, Double> profileUs,
+      double diskBandwidth, double diskLatencyUs) {
+    this(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs, overlap,
+        profileUs, diskBandwidth, diskLatencyUs, 0);
   }
 
   /**
-   * Defaults calibrated on this project's 2-core CPU machines from a traced step of the zoo's
-   * resnet (6 blocks, batch 32, oneDNN): convolution gradients ran at 230-380 GFLOP/s, so 250e9;
-   * ReLU, ReluGrad and Add moved 30-45 GB/s, so 30e9; about 5 us per small op; and the
-   * standard-op host swap (SerializeTensor, ParseTensor) added ~200 ms for 268 MiB out and back,
-   * about 2.7 GB/s each way, so 2.7e9. Ops run in the caller's thread: no overlap.
+   * Defaults calibrated on this project's 2-core CPU machines (oneDNN) from traced steps of
+   * three zoo models, op by op against the estimate (docs/planner.md, "Calibration"): the
+   * resnet with 6 blocks (batch 32), ResNet-50 (width 32, 64x64 images, batch 32) and the
+   * GPT-2-style decoder (4 layers, width 256, batch 8). Convolutions and matmuls ran at 90-215
+   * GFLOP/s, the large ones fastest: {@code flops / 200e9 + 350 us} each fits all three within
+   * 15% (a flat 250e9 predicted ResNet-50's small convolutions at 40% of their time, so the
+   * planners recomputed convolutions rather than swap their outputs, which measured slower).
+   * Batch norms take about three passes over their data; ReLU, ReluGrad and Add moved 30-45
+   * GB/s, so 30e9; about 5 us per small op. The standard-op host swap (SerializeTensor,
+   * ParseTensor) added ~200 ms for 268 MiB out and back, about 2.7 GB/s each way, so 2.7e9. Ops
+   * run in the caller's thread: no overlap.
    */
   public static CostModel defaults() {
-    return new CostModel(250e9, 30e9, 5, 2.7e9, 20, false, Map.of());
+    return new CostModel(200e9, 30e9, 5, 2.7e9, 20, false, Map.of(), DEFAULT_DISK_BANDWIDTH,
+        DEFAULT_DISK_LATENCY_US, 350);
   }
 
   /** The same model with measured op times. */
   public CostModel withProfile(Map<String, Double> microsByOp) {
     return new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
-        overlap, microsByOp, diskBandwidth, diskLatencyUs);
+        overlap, microsByOp, diskBandwidth, diskLatencyUs, computeOverheadUs);
   }
 
   /** The same model with another host-tier swap bandwidth (bytes/s, one direction). */
@@ -114,15 +137,15 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
     }
     return tier == Tier.DISK
         ? new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
-            overlap, profileUs, bytesPerSecond, latencyUs)
+            overlap, profileUs, bytesPerSecond, latencyUs, computeOverheadUs)
         : new CostModel(flopRate, memoryBandwidth, opOverheadUs, bytesPerSecond, latencyUs,
-            overlap, profileUs, diskBandwidth, diskLatencyUs);
+            overlap, profileUs, diskBandwidth, diskLatencyUs, computeOverheadUs);
   }
 
   /** The same model with transfers overlapping compute ({@code true}) or adding to it. */
   public CostModel withOverlap(boolean on) {
     return new CostModel(flopRate, memoryBandwidth, opOverheadUs, swapBandwidth, swapLatencyUs,
-        on, profileUs, diskBandwidth, diskLatencyUs);
+        on, profileUs, diskBandwidth, diskLatencyUs, computeOverheadUs);
   }
 
   /**
@@ -202,7 +225,11 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
     for (TensorId in : op.inputs()) {
       bytes += g.tensor(in).bytes();
     }
-    return Math.max(flops(g, op) / flopRate, bytes / memoryBandwidth) * 1e6 + opOverheadUs;
+    if (THREE_PASS.contains(op.type())) {
+      bytes *= 3;
+    }
+    return Math.max(flops(g, op) / flopRate, bytes / memoryBandwidth) * 1e6 + opOverheadUs
+        + (isComputeBound(op) ? computeOverheadUs : 0);
   }
 
   /** Predicted compute time of a step of {@code g}, milliseconds (swap ops not counted). */
@@ -298,6 +325,13 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
     }
     double added = Math.max(unhidden, total - compute);
     return Math.max(0, added) / 1000;
+  }
+
+  /** Convolutions and matmuls, forward and gradient: the ops {@code computeOverheadUs} adds to. */
+  static boolean isComputeBound(Op op) {
+    String t = op.type();
+    return MATMULS.contains(t) || CONV_FORWARD.contains(t) || t.startsWith("Conv2DBackprop")
+        || t.startsWith("Conv3DBackprop") || t.startsWith("DepthwiseConv2dNativeBackprop");
   }
 
   private static boolean isSwap(Op op) {

@@ -395,6 +395,20 @@ public final class Rematerializer {
       if (base.peak() > limit) {
         cur = o.mode() == Mode.STANDARD ? standard(base) : path(base);
       }
+      if (o.mode() == Mode.PATH && cur.peak() > limit && sims < o.maxSimulations()) {
+        // the paths, their kept checkpoints and the greedy from there missed the limit (where
+        // the undo step stops depends on recompute costs): the greedy from no recomputation
+        boolean[] fromPaths = inS.clone();
+        Arrays.fill(inS, false);
+        decisions.add(new Decision(decisions.size(), "restart-standard", List.of(), 0, 0,
+            base.peak()));
+        Eval alt = standard(base);
+        if (alt.betterThan(cur)) {
+          cur = alt;
+        } else {
+          System.arraycopy(fromPaths, 0, inS, 0, n);
+        }
+      }
       return new Result(cur.plan, g, s, limit, base.peak(), cur.peak(), sims, decisions, o);
     }
 

@@ -101,7 +101,8 @@ public final class StepLoop {
   /**
    * When {@code LMS4J_DUMP_TRACE} names a file, writes the traced step's ops in execution order
    * with the allocator's bytes in use after each, the op's own peak and its output bytes
-   * (tab-separated: start micros, op, bytes in use, op peak, output bytes, duration micros).
+   * (tab-separated: start micros, op, bytes in use, op peak, output bytes, duration micros, op
+   * type).
    */
   private static void dumpIfAsked(RunMetadata md) {
     String file = System.getenv("LMS4J_DUMP_TRACE");
@@ -122,7 +123,8 @@ public final class StepLoop {
           outBytes += o.getTensorDescription().getAllocationDescription().getAllocatedBytes();
         }
         rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes + "\t"
-            + opPeak + "\t" + outBytes + "\t" + node.getAllEndRelMicros());
+            + opPeak + "\t" + outBytes + "\t" + node.getAllEndRelMicros() + "\t"
+            + opType(node.getTimelineLabel()));
       }
     }
     rows.sort(java.util.Comparator.comparingLong(r -> Long.parseLong(r.substring(0,
@@ -132,6 +134,13 @@ public final class StepLoop {
     } catch (java.io.IOException e) {
       throw new java.io.UncheckedIOException(e);
     }
+  }
+
+  /** The op type in a step-stats timeline label ({@code "name = Type(inputs)"}), or "". */
+  static String opType(String label) {
+    int eq = label.indexOf(" = ");
+    int paren = label.indexOf('(', eq + 3);
+    return eq < 0 || paren < 0 ? "" : label.substring(eq + 3, paren).trim();
   }
 
   private static double scalar(Tensor t) {
