@@ -20,6 +20,14 @@ class RecomputeRewriterTest {
     return TfTests.losses(gd, net.manifest());
   }
 
+  /** The net's GraphDef with the {@code _recompute_hint} attribute on op {@code name}. */
+  private GraphDef withHint(String name) {
+    return net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef().getNodeList()
+        .stream().map(x -> x.getName().equals(name) ? x.toBuilder()
+            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
+            .build() : x).toList()).build();
+  }
+
   @Test
   void heuristicClonesReluForTheBackwardPassWithIdenticalLosses() {
     LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build().rewrite(net);
@@ -48,10 +56,7 @@ class RecomputeRewriterTest {
 
   @Test
   void recomputeHintSelectsOpsManually() {
-    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
-        .getNodeList().stream().map(x -> x.getName().equals("relu1") ? x.toBuilder()
-            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
-            .build() : x).toList()).build();
+    GraphDef hinted = withHint("relu1");
     LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
         .rewrite(new TrainingGraph(hinted, net.manifest()));
     assertThat(r.recompute().groups()).hasSize(1);
@@ -63,10 +68,7 @@ class RecomputeRewriterTest {
   void aCloneReadingAVariableRunsBeforeItsUpdateButNotBeforeItsInitializer() {
     // layer1 = MatMul(relu0, w1): its clone reads w1 in the backward pass, where nothing else
     // orders it before ApplyGradientDescent(w1) (VariableReads)
-    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
-        .getNodeList().stream().map(x -> x.getName().equals("layer1") ? x.toBuilder()
-            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
-            .build() : x).toList()).build();
+    GraphDef hinted = withHint("layer1");
     LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
         .rewrite(new TrainingGraph(hinted, net.manifest()));
     RecomputePlan.Group gr = r.recompute().groups().get(0);
@@ -93,10 +95,7 @@ class RecomputeRewriterTest {
   void opsNamedThroughTheJavaApiAreRecomputedWithTheHintedOnes() {
     // relu0 carries the attribute, relu2 is named: two groups (a MatMul lies between them),
     // and nothing else is cloned even though the heuristic would also pick relu1 and relu3
-    GraphDef hinted = net.graphDef().toBuilder().clearNode().addAllNode(net.graphDef()
-        .getNodeList().stream().map(x -> x.getName().equals("relu0") ? x.toBuilder()
-            .putAttr(RecomputeRewriter.HINT_ATTR, AttrValue.newBuilder().setB(true).build())
-            .build() : x).toList()).build();
+    GraphDef hinted = withHint("relu0");
     LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).recompute(Set.of("relu2"))
         .build().rewrite(new TrainingGraph(hinted, net.manifest()));
     assertThat(r.recompute().groups()).extracting(g -> g.ops())
