@@ -143,12 +143,19 @@ public final class ModelBench {
           new Case("unet3d", 1, Map.of("side", "32", "width", "8"), "side", 6, true, true),
           new Case("mlp", 256, Map.of(), null, 6, true, false)),
           all, new double[] {0.50, 0.33, 0.25}, 0.03, 3);
+      case "steptime" -> new Suite("steptime", List.of(
+          // the quick suite's CNN, step times only, with three times its rounds: on a shared
+          // 2-core machine a round's ratio moves by 10-30%, more than auto and swap differ
+          new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, false,
+              false)),
+          List.of(Method.NONE, Method.TFLMS, Method.SWAP, Method.REMAT_XLA, Method.AUTO),
+          new double[] {0.50, 0.33}, 0.06, 9);
       case "smoke" -> new Suite("smoke", List.of(
           new Case("mlp", 256, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
           List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO),
           new double[] {0.8}, 0.15, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + name
-          + "' (expected quick, full or smoke)");
+          + "' (expected quick, full, steptime or smoke)");
     };
   }
 
@@ -166,9 +173,10 @@ public final class ModelBench {
       }
     }
     int steps = base.cases().isEmpty() ? 5 : base.cases().get(0).steps();
+    boolean capacity = base.cases().isEmpty() || base.cases().get(0).capacity();
     return new Suite(base.name() + "-" + model, List.of(new Case(model,
-        batch > 0 ? batch : spec.defaultBatch(), Map.copyOf(options), size, steps, true,
-        size != null)), base.methods(), base.fractions(), base.resolution(),
+        batch > 0 ? batch : spec.defaultBatch(), Map.copyOf(options), size, steps, capacity,
+        capacity && size != null)), base.methods(), base.fractions(), base.resolution(),
         base.rounds());
   }
 
