@@ -73,4 +73,27 @@ class ModelBenchTest {
     assertThat(dir.resolve("models-smoke-mlp-throughput.png")).isNotEmptyFile();
     assertThat(md).contains("![models-smoke-mlp-throughput.png]");
   }
+
+  @Test
+  void steptimeSuiteTimesResNet50OnlyInNineRoundsAndForModelKeepsThat() {
+    ModelBench.Suite s = ModelBench.suite("steptime");
+    assertThat(s.rounds()).isEqualTo(9);
+    assertThat(s.fractions()).containsExactly(0.50, 0.33);
+    assertThat(s.methods()).containsExactly(ModelBench.Method.NONE, ModelBench.Method.TFLMS,
+        ModelBench.Method.SWAP, ModelBench.Method.REMAT_XLA, ModelBench.Method.AUTO);
+    assertThat(s.cases()).singleElement().satisfies(c -> {
+      assertThat(c.model()).isEqualTo("resnet50");
+      assertThat(c.capacity()).isFalse();
+      assertThat(c.inputSize()).isFalse();
+    });
+    // --model over steptime: still no capacity or input-size search; over quick: both
+    ModelBench.Suite one = ModelBench.forModel(s, "resnet18", 16, Map.of());
+    assertThat(one.cases().get(0).capacity()).isFalse();
+    assertThat(one.cases().get(0).inputSize()).isFalse();
+    assertThat(one.rounds()).isEqualTo(9);
+    ModelBench.Suite quick = ModelBench.forModel(ModelBench.suite("quick"), "resnet18", 16,
+        Map.of());
+    assertThat(quick.cases().get(0).capacity()).isTrue();
+    assertThat(quick.cases().get(0).inputSize()).isTrue();
+  }
 }
