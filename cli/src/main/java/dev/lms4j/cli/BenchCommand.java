@@ -11,14 +11,14 @@ import picocli.CommandLine.Option;
 /** {@code lms4j bench}: the benchmark suites. */
 @Command(name = "bench", mixinStandardHelpOptions = true,
     description = {"Run a benchmark suite and write JSON and Markdown under --out.",
-        "quick/full/smoke/steptime: the side-by-side model benchmark. For each model and each method "
-            + "(no LMS, grappler's memory_optimization modes, tflms, remat, auto, sqrt): the "
+        "quick/full/smoke/steptime: the side-by-side model benchmark. For each model and each "
+            + "method (no LMS, grappler's memory_optimization modes, tflms, remat, auto, sqrt): the "
             + "smallest budget that trains (bisection), step time at 50/33/25%% of the no-LMS "
             + "budget vs unbudgeted, predicted vs measured peak, the largest batch and input "
             + "size at a fixed budget against the physical limit, planning time at 10k and 100k "
             + "ops. quick takes about 20 minutes on 2 cores; smoke about 2. steptime: ResNet-50's "
             + "step times only (no LMS, tflms, swap, remat-xla, auto) at 50 and 33%% of the "
-            + "no-LMS budget, in 9 rounds, about 15 minutes.",
+            + "no-LMS budget, in 9 rounds, about 8 minutes.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
@@ -48,13 +48,15 @@ final class BenchCommand implements Callable<Integer> {
   @Override
   public Integer call() throws Exception {
     if (model != null && (suite.equals("checkpoint") || suite.equals("native"))) {
-      throw new IllegalArgumentException("--model goes with the quick, full, smoke or steptime suite");
+      throw new IllegalArgumentException(
+          "--model goes with the quick, full, smoke or steptime suite");
     }
     if (batch != null && batch < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
     }
     switch (suite) {
-      case "quick", "full", "smoke", "steptime" -> ModelBench.run(model == null ? ModelBench.suite(suite)
+      case "quick", "full", "smoke", "steptime" -> ModelBench.run(model == null
+          ? ModelBench.suite(suite)
           : ModelBench.forModel(ModelBench.suite(suite), model, batch == null ? 0 : batch,
               options), out, System.out);
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);

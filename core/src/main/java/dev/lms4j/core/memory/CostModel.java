@@ -328,7 +328,7 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
   }
 
   /** Convolutions and matmuls, forward and gradient: the ops {@code computeOverheadUs} adds to. */
-  static boolean isComputeBound(Op op) {
+  private static boolean isComputeBound(Op op) {
     String t = op.type();
     return MATMULS.contains(t) || CONV_FORWARD.contains(t) || t.startsWith("Conv2DBackprop")
         || t.startsWith("Conv3DBackprop") || t.startsWith("DepthwiseConv2dNativeBackprop");
