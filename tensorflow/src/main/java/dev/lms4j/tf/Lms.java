@@ -167,16 +167,22 @@ public final class Lms {
   }
 
   /**
-   * The cost model plans are compared with: the given one, with the swap bandwidth of the
-   * native path ({@link NativeSwap#HOST_BANDWIDTH}) when that path is active and the model's
-   * bandwidth was left at the default (calibrated on the standard ops).
+   * The cost model plans are compared with: the given one, with each tier's bandwidth measured
+   * for the active path where the model's was left at the default: the host tier at {@link
+   * NativeSwap#HOST_BANDWIDTH} on the native path (the default is the standard ops'), the disk
+   * tier at {@link NativeSwap#DISK_BANDWIDTH} or {@link NativeSwap#STANDARD_DISK_BANDWIDTH}.
    */
   public CostModel costModel() {
-    if (mechanism() != SwapRewriter.Mechanism.STANDARD
-        && costModel.swapBandwidth() == CostModel.defaults().swapBandwidth()) {
-      return costModel.withSwapBandwidth(NativeSwap.HOST_BANDWIDTH);
+    boolean standard = mechanism() == SwapRewriter.Mechanism.STANDARD;
+    CostModel cm = costModel;
+    if (!standard && cm.swapBandwidth() == CostModel.defaults().swapBandwidth()) {
+      cm = cm.withSwapBandwidth(NativeSwap.HOST_BANDWIDTH);
     }
-    return costModel;
+    if (cm.diskBandwidth() == CostModel.DEFAULT_DISK_BANDWIDTH) {
+      cm = cm.withTier(Tier.DISK, standard ? NativeSwap.STANDARD_DISK_BANDWIDTH
+          : NativeSwap.DISK_BANDWIDTH, cm.diskLatencyUs());
+    }
+    return cm;
   }
 
   /** The session config LMS needs (see {@link SessionConfigs#lms()}). */

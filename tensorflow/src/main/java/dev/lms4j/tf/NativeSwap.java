@@ -76,6 +76,18 @@ public final class NativeSwap {
    * predicted, out of memory at 18. The higher price keeps swaps to tensors with room to spare.
    */
   public static final double HOST_BANDWIDTH = 8e9;
+  /**
+   * Bandwidth of one direction of a native disk-tier swap, bytes/s, for the cost model: the
+   * round trip {@code ./lms4j bench --suite native} measured (2.59 GB/s for a 256 MiB tensor
+   * written with write(2) and read back through the page cache; the swap-out alone ran 2.98),
+   * priced each way as the host tier's is.
+   */
+  public static final double DISK_BANDWIDTH = 2.59e9;
+  /**
+   * The same for the standard-op disk tier ({@code SerializeTensor} + {@code WriteFile}, {@code
+   * ReadFile} + {@code ParseTensor}): 0.36 GB/s round trip in the same benchmark.
+   */
+  public static final double STANDARD_DISK_BANDWIDTH = 0.36e9;
 
   private static boolean attempted;
   private static boolean loaded;

@@ -204,9 +204,18 @@ class NativeSwapTest {
         .isEqualTo(standard);
     assertThat(b.swapPath(SwapPath.NATIVE).build().costModel().swapBandwidth())
         .isEqualTo(NativeSwap.HOST_BANDWIDTH).isGreaterThan(standard);
+    // the disk tier too: the native disk ops' measured round trip, or the standard ops'
+    assertThat(b.swapPath(SwapPath.NATIVE).build().costModel().diskBandwidth())
+        .isEqualTo(NativeSwap.DISK_BANDWIDTH);
+    assertThat(b.swapPath(SwapPath.STANDARD).build().costModel().diskBandwidth())
+        .isEqualTo(NativeSwap.STANDARD_DISK_BANDWIDTH)
+        .isLessThan(dev.lms4j.core.memory.CostModel.DEFAULT_DISK_BANDWIDTH);
     // a bandwidth the caller measured wins
     assertThat(b.costModel(dev.lms4j.core.memory.CostModel.defaults().withSwapBandwidth(5e9))
         .build().costModel().swapBandwidth()).isEqualTo(5e9);
+    assertThat(b.costModel(dev.lms4j.core.memory.CostModel.defaults()
+        .withTier(dev.lms4j.core.plan.Tier.DISK, 4e9, 100)).build().costModel().diskBandwidth())
+        .isEqualTo(4e9);
   }
 
   @Test
