@@ -1,5 +1,6 @@
 package dev.lms4j.bench;
 
+import dev.lms4j.core.plan.PlanCosts;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -397,7 +398,7 @@ public final class ModelBench {
           runnable.add(m);
           if (p.lms() != null) {
             LmsResult lr = p.lms();
-            double predicted = p.costModel().stepMs(model, lr.plan(), lr.recompute());
+            double predicted = PlanCosts.stepMs(p.costModel(), model, lr.plan(), lr.recompute());
             at.put("planning_ms", lr.planningMs())
                 .put("predicted_peak_bytes", lr.predictedPeakAfter())
                 .put("predicted_step_ratio", predicted / p.costModel().computeMs(model))

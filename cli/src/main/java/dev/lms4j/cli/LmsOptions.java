@@ -2,7 +2,7 @@ package dev.lms4j.cli;
 
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.plan.SwapParams;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.schedule.Scheduling;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.core.report.Sizes;

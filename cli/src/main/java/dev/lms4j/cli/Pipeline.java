@@ -7,7 +7,7 @@ import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.report.Report;
 import dev.lms4j.core.report.Sizes;
 import dev.lms4j.tf.GraphImporter;
@@ -145,7 +145,7 @@ final class Pipeline {
   /** TFLMS's producer-consumer distance histogram (power-of-two buckets of levels). */
   private static void distances(Report report, DataflowGraph model) {
     var h = dev.lms4j.core.memory.Liveness.distanceHistogram(model,
-        dev.lms4j.core.schedule.Levels.of(model));
+        dev.lms4j.core.graph.Levels.of(model));
     var arr = report.json().putArray("distance_histogram");
     h.forEach((k, v) -> arr.addObject().put("from_levels", k < 0 ? 0 : 1L << k)
         .put("to_levels", k < 0 ? 0 : (1L << (k + 1)) - 1).put("edges", v[0]).put("bytes", v[1]));

@@ -1,5 +1,6 @@
 package dev.lms4j.core;
 
+import dev.lms4j.core.plan.PlanCosts;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -70,28 +71,28 @@ class CostModelTest {
             List.of()), new SwapPlan.SwapIn("si1", List.of("gradients/dw"), List.of())),
         List.of())), List.of());
     // out once and in twice: 3 x (1 MB at 1 GB/s = 1000 us + 10 us latency) = 3.03 ms
-    assertThat(cm.swapMs(swap)).isCloseTo(3.03, within(1e-9));
+    assertThat(PlanCosts.swapMs(cm, swap)).isCloseTo(3.03, within(1e-9));
     RecomputePlan rp = new RecomputePlan(List.of(new RecomputePlan.Group("g0", List.of("relu"),
         List.of(), List.of(), 0)));
-    assertThat(cm.recomputeMs(g, rp)).isCloseTo(2.097152, within(1e-9));
+    assertThat(PlanCosts.recomputeMs(cm, g, rp)).isCloseTo(2.097152, within(1e-9));
     double base = cm.computeMs(g);
-    assertThat(cm.stepMs(g, swap, rp)).isCloseTo(base + 3.03 + 2.097152, within(1e-9));
+    assertThat(PlanCosts.stepMs(cm, g, swap, rp)).isCloseTo(base + 3.03 + 2.097152, within(1e-9));
     // with overlap a transfer hides behind the compute that may run while it is in flight
     // (levelled schedule: conv, mm | swap-out | si0, si1 | relu, dw): the swap-out behind mm
     // (4.19 ms >= 1.01 ms), si1 behind relu (2.10 ms, dw waits for it); si0 runs right before
     // relu and hides (almost) nothing: about one transfer, 1.01 ms, remains of the 3.03 ms
     CostModel overlapped = new CostModel(1e9, 1e9, 0, 1e9, 10, true, Map.of());
-    double t = overlapped.stepMs(g, swap, RecomputePlan.empty());
+    double t = PlanCosts.stepMs(overlapped, g, swap, RecomputePlan.empty());
     assertThat(t - base).isBetween(1.0, 1.1);
   }
 
   @Test
   void tiersHaveTheirOwnBandwidthAndTracesLoad() throws Exception {
-    CostModel cm = CostModel.defaults().withTier(dev.lms4j.core.plan.Tier.HOST, 10e9, 1)
-        .withTier(dev.lms4j.core.plan.Tier.DISK, 1e9, 100);
-    assertThat(cm.transferUs(1_000_000, dev.lms4j.core.plan.Tier.HOST)).isCloseTo(101,
+    CostModel cm = CostModel.defaults().withTier(dev.lms4j.core.memory.Tier.HOST, 10e9, 1)
+        .withTier(dev.lms4j.core.memory.Tier.DISK, 1e9, 100);
+    assertThat(cm.transferUs(1_000_000, dev.lms4j.core.memory.Tier.HOST)).isCloseTo(101,
         within(1e-9));
-    assertThat(cm.transferUs(1_000_000, dev.lms4j.core.plan.Tier.DISK)).isCloseTo(1100,
+    assertThat(cm.transferUs(1_000_000, dev.lms4j.core.memory.Tier.DISK)).isCloseTo(1100,
         within(1e-9));
     java.nio.file.Path f = java.nio.file.Files.createTempFile("trace", ".tsv");
     java.nio.file.Files.write(f, List.of("100\trelu\t1\t1\t1\t42", "bad line",
@@ -114,7 +115,7 @@ class CostModelTest {
     // the conv's 1 MiB output at the native path's 8 GB/s, out and back in: 2 x (131 + 20) us
     // = 302 us, so swapping it is cheaper than recomputing it (732 us); with the old flat 250
     // GFLOP/s and no overhead the conv cost 307 us and recomputing it looked as cheap
-    double swap = 2 * cm.withSwapBandwidth(8e9).transferUs(1048576, dev.lms4j.core.plan.Tier.HOST);
+    double swap = 2 * cm.withSwapBandwidth(8e9).transferUs(1048576, dev.lms4j.core.memory.Tier.HOST);
     assertThat(swap).isCloseTo(302.144, within(1e-3));
     assertThat(cm.opUs(g, g.opOrThrow("conv"))).isGreaterThan(2 * swap);
   }

@@ -1,5 +1,6 @@
 package dev.lms4j.core;
 
+import dev.lms4j.core.plan.PlanCosts;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -59,7 +60,7 @@ class HybridPlannerTest {
     assertThat(r.swaps().swapOuts().size() + r.recompute().clonedOps()).isGreaterThan(0);
     assertThat(r.predictedStepMs()).isGreaterThan(r.baseStepMs());
     assertThat(r.predictedStepMs()).isCloseTo(
-        CostModel.defaults().stepMs(g, r.swaps(), r.recompute()), org.assertj.core.data.Offset.offset(1e-9));
+        PlanCosts.stepMs(CostModel.defaults(), g, r.swaps(), r.recompute()), org.assertj.core.data.Offset.offset(1e-9));
   }
 
   /**

@@ -9,7 +9,7 @@ import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.MemoryProfile;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

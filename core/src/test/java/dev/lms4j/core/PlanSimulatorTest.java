@@ -10,7 +10,7 @@ import dev.lms4j.core.plan.PlanSimulator;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TflmsSwapPlanner;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

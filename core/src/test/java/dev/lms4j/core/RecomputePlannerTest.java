@@ -12,7 +12,7 @@ import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.RecomputePlanner;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Set;

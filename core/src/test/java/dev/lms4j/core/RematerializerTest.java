@@ -15,7 +15,7 @@ import dev.lms4j.core.plan.Rematerializer;
 import dev.lms4j.core.plan.Rematerializer.Decision;
 import dev.lms4j.core.plan.Rematerializer.Mode;
 import dev.lms4j.core.plan.Rematerializer.Options;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;

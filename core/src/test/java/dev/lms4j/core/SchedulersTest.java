@@ -10,7 +10,7 @@ import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.schedule.AddNChains;
 import dev.lms4j.core.schedule.DfsScheduler;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.schedule.ListScheduler;
 import dev.lms4j.core.schedule.PostOrderScheduler;
 import dev.lms4j.core.schedule.ScheduleEdges;

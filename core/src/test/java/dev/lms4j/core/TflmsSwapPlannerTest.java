@@ -12,7 +12,7 @@ import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TflmsSwapPlanner;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;

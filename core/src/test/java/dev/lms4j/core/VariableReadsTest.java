@@ -11,7 +11,7 @@ import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.RecomputePlanner;
 import dev.lms4j.core.plan.Rematerializer;
 import dev.lms4j.core.plan.VariableReads;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 

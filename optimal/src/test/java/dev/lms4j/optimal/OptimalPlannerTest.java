@@ -1,5 +1,6 @@
 package dev.lms4j.optimal;
 
+import dev.lms4j.core.plan.PlanCosts;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -102,13 +103,13 @@ class OptimalPlannerTest {
         }
         try {
           RecomputePlan rp = RecomputePlanner.underBudget(g, budget, 0.8).plan();
-          heuristics.add(CM.stepMs(g, SwapPlan.empty(SwapParams.defaults()), rp));
+          heuristics.add(PlanCosts.stepMs(CM, g, SwapPlan.empty(SwapParams.defaults()), rp));
         } catch (PlanningException e) {
           LOG.info("remat: no plan at {}", budget);
         }
         try {
           SwapPlan sp = SwapAutoTuner.tune(g, SwapParams.defaults(), budget, 0.8).plan();
-          heuristics.add(CM.stepMs(g, sp, RecomputePlan.empty()));
+          heuristics.add(PlanCosts.stepMs(CM, g, sp, RecomputePlan.empty()));
         } catch (PlanningException e) {
           LOG.info("tflms: no plan at {}", budget);
         }

@@ -2,7 +2,7 @@ package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.LowerBound;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 
 /**
  * Sizes of a graph, as the LMS log and the report give them.

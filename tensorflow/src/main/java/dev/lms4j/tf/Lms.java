@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.plan.PlanCosts;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
@@ -13,7 +14,7 @@ import dev.lms4j.core.plan.SqrtCheckpointPlanner;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
@@ -446,7 +447,7 @@ public final class Lms {
     double bestMs = Double.MAX_VALUE;
     StringBuilder why = new StringBuilder();
     for (Map.Entry<String, LmsResult> e : plans.entrySet()) {
-      double ms = costModel().stepMs(model, e.getValue().plan(), e.getValue().recompute());
+      double ms = PlanCosts.stepMs(costModel(), model, e.getValue().plan(), e.getValue().recompute());
       why.append(why.length() == 0 ? "" : ", ").append(e.getKey()).append(' ')
           .append(String.format("%.1f", ms)).append(" ms");
       if (ms < bestMs) {
@@ -511,8 +512,8 @@ public final class Lms {
       try {
         SwapAutoTuner.Result swapOnly = SwapAutoTuner.tune(model, params, budgetBytes, memRatio);
         CostModel cm = costModel();
-        double both = cm.stepMs(model, tuned.plan(), recompute);
-        double alone = cm.stepMs(model, swapOnly.plan(), RecomputePlan.empty());
+        double both = PlanCosts.stepMs(cm, model, tuned.plan(), recompute);
+        double alone = PlanCosts.stepMs(cm, model, swapOnly.plan(), RecomputePlan.empty());
         LOG.info("[LMS][0] Predicted step time: recompute + swap {} ms, swap alone {} ms",
             String.format("%.1f", both), String.format("%.1f", alone));
         if (alone < both) {

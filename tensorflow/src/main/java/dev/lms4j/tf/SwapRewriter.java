@@ -3,7 +3,7 @@ package dev.lms4j.tf;
 import com.google.protobuf.ByteString;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.EnumSet;

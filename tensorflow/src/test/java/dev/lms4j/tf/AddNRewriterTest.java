@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.schedule.AddNChains;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.schedule.Schedulers;
 import java.util.ArrayList;
 import java.util.Collections;

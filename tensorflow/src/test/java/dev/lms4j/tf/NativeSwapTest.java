@@ -7,7 +7,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import com.google.protobuf.ByteString;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -214,7 +214,7 @@ class NativeSwapTest {
     assertThat(b.costModel(dev.lms4j.core.memory.CostModel.defaults().withSwapBandwidth(5e9))
         .build().costModel().swapBandwidth()).isEqualTo(5e9);
     assertThat(b.costModel(dev.lms4j.core.memory.CostModel.defaults()
-        .withTier(dev.lms4j.core.plan.Tier.DISK, 4e9, 100)).build().costModel().diskBandwidth())
+        .withTier(dev.lms4j.core.memory.Tier.DISK, 4e9, 100)).build().costModel().diskBandwidth())
         .isEqualTo(4e9);
   }
 

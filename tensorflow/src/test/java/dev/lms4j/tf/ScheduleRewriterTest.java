@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.schedule.ScheduleEdges.Edge;
 import dev.lms4j.core.schedule.Schedulers;
 import dev.lms4j.tf.run.SyntheticFeeds;

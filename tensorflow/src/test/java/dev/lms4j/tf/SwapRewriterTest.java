@@ -8,7 +8,7 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
+import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.plan.TflmsSwapPlanner;
 import java.nio.file.Files;
 import java.nio.file.Path;

@@ -5,7 +5,7 @@ import dev.lms4j.core.memory.Liveness;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.awt.Color;
 import java.io.IOException;
 import java.nio.file.Path;

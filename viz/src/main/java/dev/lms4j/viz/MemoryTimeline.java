@@ -9,7 +9,7 @@ import dev.lms4j.core.plan.PlanApplier;
 import dev.lms4j.core.plan.RecomputeApplier;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;

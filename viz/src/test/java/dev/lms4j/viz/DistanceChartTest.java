@@ -5,7 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.Liveness;
 import dev.lms4j.core.plan.RecomputeApplier;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeMap;

@@ -5,12 +5,7 @@ import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
-import dev.lms4j.core.plan.PlanApplier;
-import dev.lms4j.core.plan.RecomputeApplier;
-import dev.lms4j.core.plan.RecomputePlan;
-import dev.lms4j.core.plan.SwapPlan;
-import dev.lms4j.core.plan.Tier;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Files;
@@ -44,7 +39,7 @@ import java.util.Set;
  *
  * <pre>{@code
  * CostModel cm = CostModel.defaults().withProfile(microsByOp);
- * double ms = cm.stepMs(graph, swapPlan, recomputePlan);
+ * double ms = PlanCosts.stepMs(cm, graph, swapPlan, recomputePlan);   // in core.plan
  * }</pre>
  *
  * @param flopRate        sustained FLOP/s of compute-bound kernels
@@ -241,40 +236,6 @@ public record CostModel(double flopRate, double memoryBandwidth, double opOverhe
       }
     }
     return us / 1000;
-  }
-
-  /** Time all transfers of a plan take back to back, milliseconds (tier of its parameters). */
-  public double swapMs(SwapPlan plan) {
-    Tier tier = plan.params().tier();
-    double us = 0;
-    for (SwapPlan.SwapOut so : plan.swapOuts()) {
-      us += (1 + so.swapIns().size()) * transferUs(so.bytes(), tier);
-    }
-    return us / 1000;
-  }
-
-  /** Time the clones of a plan add, milliseconds. */
-  public double recomputeMs(DataflowGraph g, RecomputePlan plan) {
-    double us = 0;
-    for (RecomputePlan.Group gr : plan.groups()) {
-      for (String name : gr.ops()) {
-        us += opUs(g, g.opOrThrow(name));
-      }
-    }
-    return us / 1000;
-  }
-
-  /**
-   * Predicted step time of {@code g} with both plans applied, milliseconds. The swap plan's
-   * names refer to {@code g} with the recompute plan applied (as {@code Lms} applies them).
-   */
-  public double stepMs(DataflowGraph g, SwapPlan swaps, RecomputePlan recompute) {
-    double compute = computeMs(g) + recomputeMs(g, recompute);
-    if (!overlap || swaps.isEmpty()) {
-      return compute + swapMs(swaps);
-    }
-    DataflowGraph r = PlanApplier.apply(RecomputeApplier.apply(g, recompute), swaps);
-    return compute + unhiddenMs(r, swaps.params().tier());
   }
 
   /**

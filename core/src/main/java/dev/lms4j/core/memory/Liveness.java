@@ -4,7 +4,7 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.TensorId;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeMap;

@@ -1,5 +1,6 @@
 package dev.lms4j.core.plan;
 
+import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpCategory;
@@ -10,7 +11,7 @@ import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.MemoryProfile;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -316,7 +317,7 @@ public final class HybridPlanner {
     }
     SwapPlan sp = cur.swaps;
     RecomputePlan rp = cur.recompute;
-    double step = cm.stepMs(g, sp, rp);
+    double step = PlanCosts.stepMs(cm, g, sp, rp);
     LOG.info("[LMS][0] Hybrid plan: {} swapped tensors ({} MiB), {} recomputed ops in {} groups;"
         + " predicted peak {} MiB -> {} MiB, step {} ms -> {} ms ({} simulations, {} ms)",
         sp.swapOuts().size(), mib(sp.swapOutBytes()), rp.clonedOps(), rp.groups().size(),
@@ -356,7 +357,7 @@ public final class HybridPlanner {
       tries++;
       Sim s = simulate();
       if (s != null && s.peak <= available && (g.size() > SMALL
-          || cm.stepMs(g, s.swaps, s.recompute) < cm.stepMs(g, cur.swaps, cur.recompute))) {
+          || PlanCosts.stepMs(cm, g, s.swaps, s.recompute) < PlanCosts.stepMs(cm, g, cur.swaps, cur.recompute))) {
         cur = s;
         continue;
       }
@@ -375,7 +376,7 @@ public final class HybridPlanner {
    */
   private Sim improve(Sim cur) {
     CostModel cm = o.costModel();
-    double[] best = {cm.stepMs(g, cur.swaps, cur.recompute)};
+    double[] best = {PlanCosts.stepMs(cm, g, cur.swaps, cur.recompute)};
     Sim[] at = {cur};
     List<Candidate> all = new ArrayList<>(candidates);
     all.sort(Comparator.comparingDouble((Candidate c) -> c.chosen < 0 ? 0 : -c.option().costUs)
@@ -430,7 +431,7 @@ public final class HybridPlanner {
         }
         Sim s = simulate();
         double t = s != null && s.peak <= available
-            ? cm.stepMs(g, s.swaps, s.recompute) : Double.POSITIVE_INFINITY;
+            ? PlanCosts.stepMs(cm, g, s.swaps, s.recompute) : Double.POSITIVE_INFINITY;
         if (t < best[0] - 1e-9) {
           best[0] = t;
           at[0] = s;

@@ -12,7 +12,7 @@ import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.MemoryProfile;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.schedule.Scheduling;
 import java.io.IOException;
 import java.io.UncheckedIOException;

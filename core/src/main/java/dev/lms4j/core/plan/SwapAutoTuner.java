@@ -3,7 +3,7 @@ package dev.lms4j.core.plan;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.MemoryProfile;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

@@ -1,5 +1,6 @@
 package dev.lms4j.core.plan;
 
+import dev.lms4j.core.memory.Tier;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;

@@ -6,7 +6,7 @@ import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.schedule.Levels;
+import dev.lms4j.core.graph.Levels;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.LinkedHashSet;

@@ -1,5 +1,6 @@
 package dev.lms4j.core.schedule;
 
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.MemorySimulator;
 import java.util.List;

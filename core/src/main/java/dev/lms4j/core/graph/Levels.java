@@ -1,4 +1,4 @@
-package dev.lms4j.core.schedule;
+package dev.lms4j.core.graph;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import java.util.ArrayList;

@@ -1,4 +1,4 @@
-package dev.lms4j.core.plan;
+package dev.lms4j.core.memory;
 
 import java.util.Locale;
 
