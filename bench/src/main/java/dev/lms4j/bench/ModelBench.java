@@ -1,5 +1,6 @@
 package dev.lms4j.bench;
 
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanCosts;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -69,27 +70,32 @@ public final class ModelBench {
         RewriterConfig.MemOptType.RECOMPUTATION_HEURISTICS),
     GRAPPLER_HEURISTICS("grappler-heur", null, RewriterConfig.MemOptType.HEURISTICS),
     GRAPPLER_SCHEDULING("grappler-sched", null, RewriterConfig.MemOptType.SCHEDULING_HEURISTICS),
-    TFLMS("tflms", Lms.Strategy.SWAP, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    TFLMS(LmsMode.TFLMS),
     /** lms4j's cost-based planner restricted to swapping. */
-    SWAP("swap", Lms.Strategy.SWAP_ONLY, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
-    REMAT("remat", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+    SWAP(LmsMode.SWAP),
+    REMAT(LmsMode.REMAT),
     /** XLA-style rematerialization (standard mode) under the budget. */
-    REMAT_XLA("remat-xla", Lms.Strategy.RECOMPUTE, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
-    AUTO("auto", Lms.Strategy.AUTO, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
-    SQRT("sqrt", Lms.Strategy.SQRT, RewriterConfig.MemOptType.DEFAULT_MEM_OPT);
+    REMAT_XLA(LmsMode.REMAT_XLA),
+    AUTO(LmsMode.AUTO),
+    SQRT(LmsMode.SQRT);
 
     final String label;
-    final Lms.Strategy strategy;
+    final LmsMode mode;
     final RewriterConfig.MemOptType memOpt;
 
-    Method(String label, Lms.Strategy strategy, RewriterConfig.MemOptType memOpt) {
+    Method(String label, LmsMode mode, RewriterConfig.MemOptType memOpt) {
       this.label = label;
-      this.strategy = strategy;
+      this.mode = mode;
       this.memOpt = memOpt;
     }
 
+    /** An lms4j mode, labelled with its command-line name. */
+    Method(LmsMode mode) {
+      this(mode.cliName(), mode, RewriterConfig.MemOptType.DEFAULT_MEM_OPT);
+    }
+
     boolean isLms() {
-      return strategy != null;
+      return mode != null;
     }
   }
 
@@ -270,11 +276,7 @@ public final class ModelBench {
         return new Planned(tg, null, null, null);
       }
       try {
-        Lms.Builder b = Lms.builder().budget(budget).strategy(m.strategy);
-        if (m == Method.REMAT_XLA) {
-          b.rematMode(Lms.RematMode.STANDARD);
-        }
-        Lms lms = b.build();
+        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
         LmsResult lr = lms.rewrite(tg);
         // the cost model the planner used: with the active swap path's bandwidth
         return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null,

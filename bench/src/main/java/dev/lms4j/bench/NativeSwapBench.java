@@ -1,5 +1,6 @@
 package dev.lms4j.bench;
 
+import dev.lms4j.core.plan.LmsMode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -307,7 +308,7 @@ public final class NativeSwapBench {
         row.put("fraction", frac).put("budget_bytes", budget).put("path", v.name());
         LmsResult lr;
         try {
-          lr = Lms.builder().budget(budget).strategy(Lms.Strategy.SWAP).swapPath(v.path())
+          lr = Lms.builder().budget(budget).mode(LmsMode.TFLMS).swapPath(v.path())
               .swapOverlap(v.asyncCopies()).build().rewrite(tg);
         } catch (PlanningException e) {
           row.put("fits", false).put("error", e.getMessage());

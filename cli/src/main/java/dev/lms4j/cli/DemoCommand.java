@@ -1,5 +1,6 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.report.Report;
 import dev.lms4j.core.report.Sizes;
@@ -64,7 +65,7 @@ final class DemoCommand implements Callable<Integer> {
     System.out.println("3/3 Training with LMS under the budget...");
     LmsResult lr;
     try {
-      lr = Lms.builder().budget(b).strategy(Lms.Strategy.AUTO).build().rewrite(tg);
+      lr = Lms.builder().budget(b).mode(dev.lms4j.core.plan.LmsMode.AUTO).build().rewrite(tg);
     } catch (PlanningException e) {
       System.out.println("    no plan fits: " + e.getMessage());
       return Main.FAILED;

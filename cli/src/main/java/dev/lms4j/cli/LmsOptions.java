@@ -1,6 +1,7 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.core.memory.CostModel;
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.schedule.Scheduling;
@@ -21,15 +22,14 @@ final class LmsOptions {
   String budget;
 
   @Option(names = "--lms", paramLabel = "MODE",
-      description = "off | tflms | swap | remat | auto | sqrt (default: auto with --budget or "
-          + "TFLMS parameters, else off). tflms "
-          + "uses the TFLMS swap planner (auto-tuned unless parameters are given); swap is the "
-          + "cost-based planner restricted to swapping (per-tensor swaps, swap-in triggers "
-          + "chosen by the cost model); remat recomputes cheap forward ops in the backward pass "
-          + "(grappler-style groups chosen to fit the budget); auto is the cost-based hybrid "
-          + "planner (per tensor keep, swap or recompute, lowest predicted step time), or the "
-          + "recompute+TFLMS baseline when that is predicted faster; sqrt is Chen et al.'s "
-          + "sqrt(n) checkpointing (a baseline).")
+      description = "One of: ${COMPLETION-CANDIDATES}; default: auto with --budget or TFLMS "
+          + "parameters, else off. Run `lms4j models` or see the README for what each does: "
+          + "tflms is TFLMS's swap planner (auto-tuned unless parameters are given); swap the "
+          + "cost-based planner restricted to swapping; remat grappler-style recompute groups "
+          + "(remat-xla and remat-path: XLA-style rematerialization); auto the best of the "
+          + "cost-based hybrid and the recompute+TFLMS baseline by predicted step time; sqrt "
+          + "Chen et al.'s sqrt(n) checkpointing (a baseline).",
+      completionCandidates = ModeNames.class)
   String lms;
 
   @Option(names = "--swapout-threshold", defaultValue = "-1",
@@ -159,37 +159,36 @@ final class LmsOptions {
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
 
   LmsMode mode() {
-    if (lms == null && !recompute.isEmpty()) {
-      return LmsMode.REMAT;
-    }
     if (lms == null) {
       // nothing to plan against: without a budget or TFLMS parameters, run the graph as it is
+      // (ops named with --recompute are recomputed whatever the budget, as with --lms remat)
       boolean tflmsParams = swapoutThreshold >= 0 || swapinAhead >= 0 || swapinGroupby >= 0;
-      return budget == null && !tflmsParams ? LmsMode.OFF : LmsMode.AUTO;
+      return budget == null && !tflmsParams ? (recompute.isEmpty() ? LmsMode.OFF : LmsMode.REMAT)
+          : LmsMode.AUTO;
     }
-    return LmsMode.parse(lms);
+    LmsMode m = LmsMode.parse(lms);
+    if (m == LmsMode.REMAT) {
+      return switch (rematMode()) {
+        case "standard" -> LmsMode.REMAT_XLA;
+        case "path" -> LmsMode.REMAT_PATH;
+        default -> LmsMode.REMAT;
+      };
+    }
+    return m;
   }
 
-  /**
-   * The Lms strategy of the mode: {@code remat} recomputes, {@code sqrt} is sqrt(n)
-   * checkpointing, {@code auto} is the hybrid planner unless TFLMS parameters were given (then
-   * it swaps with them), {@code tflms} is the TFLMS planner, {@code swap} the hybrid planner
-   * restricted to swapping unless TFLMS parameters were given.
-   */
-  Lms.Strategy strategy(SwapParams params) {
-    return switch (mode()) {
-      case REMAT -> Lms.Strategy.RECOMPUTE;
-      case SQRT -> Lms.Strategy.SQRT;
-      case AUTO -> params.autoTune() ? Lms.Strategy.AUTO : Lms.Strategy.SWAP;
-      case SWAP -> params.autoTune() ? Lms.Strategy.SWAP_ONLY : Lms.Strategy.SWAP;
-      default -> Lms.Strategy.SWAP;
-    };
+  /** The mode names {@code --lms} accepts, for picocli's help. */
+  static final class ModeNames implements Iterable<String> {
+    @Override
+    public java.util.Iterator<String> iterator() {
+      return java.util.Arrays.stream(LmsMode.values()).filter(LmsMode::userFacing)
+          .map(LmsMode::cliName).iterator();
+    }
   }
 
-  /** An Lms for these options and a graph of this batch size. */
   Lms lms(int batch) {
     SwapParams p = params(batch);
-    Lms.Builder b = Lms.builder().params(p).memRatio(memRatio).strategy(strategy(p));
+    Lms.Builder b = Lms.builder().params(p).memRatio(memRatio).mode(mode());
     if (budgetBytes() > 0) {
       b.budget(budgetBytes());
     }
@@ -205,7 +204,7 @@ final class LmsOptions {
    */
   Lms.Builder configure(Lms.Builder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
-    b.rematMode(rematMode()).smallNodeLimitBytes(smallNodeLimitBytes())
+    b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {
       b.recompute(recompute);
@@ -232,13 +231,13 @@ final class LmsOptions {
     return us;
   }
 
-  Lms.RematMode rematMode() {
-    try {
-      return Lms.RematMode.valueOf(rematMode.trim().toUpperCase(java.util.Locale.ROOT));
-    } catch (IllegalArgumentException e) {
+  String rematMode() {
+    String m = rematMode.trim().toLowerCase(java.util.Locale.ROOT);
+    if (!m.equals("groups") && !m.equals("standard") && !m.equals("path")) {
       throw new IllegalArgumentException("unknown --remat-mode '" + rematMode
           + "' (expected groups, standard or path)");
     }
+    return m;
   }
 
   String backwardScope() {
@@ -284,17 +283,16 @@ final class LmsOptions {
     smallNodeLimitBytes();
     Scheduling.Scheduler.parse(scheduler);
     backwardScope();
-    if (!recompute.isEmpty() && mode() != LmsMode.REMAT) {
-      throw new IllegalArgumentException("--recompute names ops to recompute: it goes with "
-          + "--lms remat (or no --lms), not --lms " + lms.trim());
+    if (!recompute.isEmpty() && mode() == LmsMode.OFF) {
+      throw new IllegalArgumentException("--recompute names ops to recompute: it needs an LMS "
+          + "mode, not --lms off");
     }
     if (recompute.stream().anyMatch(n -> n.isBlank())) {
       throw new IllegalArgumentException("--recompute: empty op name");
     }
-    if (mode() == LmsMode.REMAT && rematMode() != Lms.RematMode.GROUPS && budgetBytes() <= 0
-        && recompute.isEmpty()) {
-      throw new IllegalArgumentException("--remat-mode " + rematMode.trim().toLowerCase(
-          java.util.Locale.ROOT) + " needs --budget");
+    if (mode().needsBudget() && budgetBytes() <= 0
+        && (mode() == LmsMode.REMAT_XLA || mode() == LmsMode.REMAT_PATH)) {
+      throw new IllegalArgumentException("--lms " + mode().cliName() + " needs --budget");
     }
     dev.lms4j.tf.SwapPath.parse(swapPath);
     if (profile != null) {

@@ -3,6 +3,8 @@ package dev.lms4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
@@ -14,7 +16,6 @@ import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
-import dev.lms4j.tf.RecomputeRewriter;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
@@ -43,12 +44,12 @@ final class Pipeline {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     SwapParams params = o.params(batch);
-    if ((mode == LmsMode.TFLMS || mode == LmsMode.SWAP || mode == LmsMode.AUTO) && budget <= 0
+    if ((mode.with(params).needsBudget() || mode.with(params) == LmsMode.TFLMS) && budget <= 0
         && params.autoTune()) {
-      throw new IllegalArgumentException("--lms " + mode.cli() + " needs --budget (or the "
+      throw new IllegalArgumentException("--lms " + mode.cliName() + " needs --budget (or the "
           + "parameters --swapout-threshold, --swapin-ahead and --swapin-groupby)");
     }
-    Report report = new Report(name, batch, budget, mode.cli());
+    Report report = new Report(name, batch, budget, mode.cliName());
     Path tmpSwap = null;
     LmsResult lms;
     TrainingGraph toRun = tg;
@@ -64,7 +65,7 @@ final class Pipeline {
           Files.createDirectories(swapDir);
         }
         Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
-            .strategy(o.strategy(params));
+            .mode(mode);
         o.configure(b);
         if (budget > 0) {
           b.budget(budget);
@@ -82,10 +83,7 @@ final class Pipeline {
       GraphStats s = lms.stats();
       SwapPlan plan = lms.plan();
       var rp = lms.recompute();
-      Reports.lms(report, lms, mode == LmsMode.OFF ? null
-          : mode == LmsMode.REMAT || mode == LmsMode.SQRT ? rematJson(lms, mode, o.rematMode(),
-              !o.recompute.isEmpty() || !RecomputeRewriter.hintedOps(tg.graphDef()).isEmpty())
-          : paramsJson(lms, lms.rewritten()));
+      Reports.lms(report, lms, mode == LmsMode.OFF ? null : planJson(lms));
       distances(report, lms.model());
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
@@ -157,39 +155,35 @@ final class Pipeline {
     DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
         params.batchSize(), backwardScope, tg.manifest().runOps());
     long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
-    return new LmsResult(tg.graphDef(), SwapPlan.empty(params), model, GraphStats.of(model),
-        peak, peak, false, (System.nanoTime() - t0) / 1_000_000, 0);
+    MemoryPlan none = MemoryPlan.unchanged(LmsMode.OFF.cliName(), model,
+        dev.lms4j.core.plan.PlanningContext.of(dev.lms4j.core.plan.Budget.none(),
+            dev.lms4j.core.plan.TensorPolicy.builtin(model)).withParams(params), peak);
+    return new LmsResult(tg.graphDef(), none, model, GraphStats.of(model), peak,
+        (System.nanoTime() - t0) / 1_000_000, 0, null);
   }
 
-  private static ObjectNode paramsJson(LmsResult lms, boolean rewritten) {
-    SwapParams p = lms.plan().params();
+  /**
+   * The plan's parameters: the planner's name, whether LMS was needed, TFLMS's (tuned)
+   * parameters when the planner has them, the recompute groups, and the ops recomputed by hand.
+   */
+  private static ObjectNode planJson(LmsResult lms) {
+    MemoryPlan plan = lms.memoryPlan();
     ObjectNode n = new ObjectMapper().createObjectNode();
-    n.put("planner", lms.planner() != null ? lms.planner()
-        : lms.recompute().isEmpty() ? "tflms-swap" : "recompute+tflms-swap")
-        .put("lms_needed", rewritten)
-        .put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
-        .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
-        .put("tier", p.tier().cliName());
-    return n;
-  }
-
-  /** The plan's parameters for remat and sqrt; {@code manual}: ops were named or hinted. */
-  private static ObjectNode rematJson(LmsResult lms, LmsMode mode,
-      dev.lms4j.tf.Lms.RematMode rematMode, boolean manual) {
-    ObjectNode n = new ObjectMapper().createObjectNode();
-    String remat = manual ? "manual-recompute" : switch (rematMode) {
-      case STANDARD -> "xla-remat-standard";
-      case PATH -> "xla-remat-path";
-      default -> "grappler-recompute";
-    };
-    if (manual && mode == LmsMode.REMAT) {
+    n.put("planner", plan.planner()).put("lms_needed", lms.rewritten());
+    SwapParams p = plan.params();
+    if (p != null) {
+      n.put("swapout_threshold", p.swapoutThreshold()).put("swapin_ahead", p.swapinAhead())
+          .put("swapin_groupby", p.swapinGroupby()).put("sync_mode", p.syncMode())
+          .put("tier", p.tier().cliName());
+    } else if (!plan.swaps().isEmpty()) {
+      n.put("tier", plan.swaps().params().tier().cliName());
+    }
+    n.put("groups", lms.recompute().groups().size());
+    if (plan.planner().startsWith("manual-recompute")) {
       var ops = n.putArray("recompute_ops");
-      lms.recompute().groups().stream().flatMap(g -> g.ops().stream()).sorted()
+      plan.recomputeStages().get(0).groups().stream().flatMap(g -> g.ops().stream()).sorted()
           .forEach(ops::add);
     }
-    n.put("planner", mode == LmsMode.SQRT ? "sqrt-checkpoint" : remat)
-        .put("lms_needed", lms.rewritten())
-        .put("groups", lms.recompute().groups().size());
     return n;
   }
 

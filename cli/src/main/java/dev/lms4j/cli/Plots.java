@@ -1,5 +1,6 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.report.Report;

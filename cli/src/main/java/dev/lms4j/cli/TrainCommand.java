@@ -130,7 +130,7 @@ final class TrainCommand implements Callable<Integer> {
       return supervise(tg);
     }
     Report r = new Report(modelArgs.model, tg.manifest().batchSize(), lms.budgetBytes(),
-        lms.mode().cli());
+        lms.mode().cliName());
     int code = TrainerRun.run(modelArgs.model, tg, d, lms, e, checkpointDir == null ? null
         : checkpointBackend, checkpointDir, checkpointEvery, checkpointUnit.equals("epochs"),
         resume, r, System.out);
@@ -164,7 +164,7 @@ final class TrainCommand implements Callable<Integer> {
         : w.message();
     System.out.println("The run failed: " + why);
     if (report != null) {
-      Report r = new Report(modelArgs.model, tg.manifest().batchSize(), budget, lms.mode().cli());
+      Report r = new Report(modelArgs.model, tg.manifest().batchSize(), budget, lms.mode().cliName());
       r.error(why);
       Reports.write(r, report);
     }

@@ -1,5 +1,6 @@
 package dev.lms4j.cli;
 
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.checkpoint.CheckpointBackend;
 import dev.lms4j.checkpoint.CheckpointBackends;
 import dev.lms4j.core.plan.PlanningException;

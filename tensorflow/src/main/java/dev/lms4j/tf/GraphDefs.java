@@ -65,4 +65,35 @@ public final class GraphDefs {
     }
     return g;
   }
+
+  /** Grappler's manual swap annotation: a node attribute listing the input indices to swap. */
+  public static final String SWAP_TO_HOST_ATTR = "_swap_to_host";
+
+  /**
+   * The inputs marked for swapping with {@value #SWAP_TO_HOST_ATTR} (a list of ints, or one int),
+   * by consumer node name.
+   *
+   * @throws IllegalArgumentException when the attribute holds something other than ints
+   */
+  public static java.util.Map<String, java.util.Set<Integer>> swapToHost(GraphDef gd) {
+    java.util.Map<String, java.util.Set<Integer>> out = new java.util.TreeMap<>();
+    for (org.tensorflow.proto.NodeDef n : gd.getNodeList()) {
+      org.tensorflow.proto.AttrValue a = n.getAttrMap().get(SWAP_TO_HOST_ATTR);
+      if (a == null) {
+        continue;
+      }
+      java.util.Set<Integer> idx = new java.util.TreeSet<>();
+      if (a.getValueCase() == org.tensorflow.proto.AttrValue.ValueCase.I) {
+        idx.add((int) a.getI());
+      } else if (a.getValueCase() == org.tensorflow.proto.AttrValue.ValueCase.LIST
+          && a.getList().getSCount() == 0 && a.getList().getFCount() == 0) {
+        a.getList().getIList().forEach(i -> idx.add(i.intValue()));
+      } else {
+        throw new IllegalArgumentException(SWAP_TO_HOST_ATTR + " of " + n.getName()
+            + " must list input indices (ints)");
+      }
+      out.put(n.getName(), idx);
+    }
+    return out;
+  }
 }

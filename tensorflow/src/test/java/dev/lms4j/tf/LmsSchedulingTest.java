@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.plan.LmsMode;
 import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -23,7 +24,7 @@ class LmsSchedulingTest {
   @Test
   void schedulingAndAddNChainsLowerThePeakOfABranchyNet() {
     TrainingGraph net = AddNRewriterTest.branchyNet();
-    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+    LmsResult r = Lms.builder().mode(LmsMode.REMAT)
         .scheduler(Scheduling.Scheduler.BEST).build().rewrite(net);
     Scheduling.Result s = r.scheduling();
     assertThat(s).isNotNull();
@@ -51,7 +52,7 @@ class LmsSchedulingTest {
     TrainingGraph net = TinyNet.build(64, 128, 4);
     for (Scheduling.Scheduler sc : List.of(Scheduling.Scheduler.LIST,
         Scheduling.Scheduler.BEST)) {
-      LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).scheduler(sc).build()
+      LmsResult r = Lms.builder().mode(LmsMode.REMAT).scheduler(sc).build()
           .rewrite(net);
       long peak = r.scheduling() == null ? r.predictedPeakBefore() : r.scheduling().peakAfter();
       assertThat(peak).isLessThanOrEqualTo(r.predictedPeakBefore());

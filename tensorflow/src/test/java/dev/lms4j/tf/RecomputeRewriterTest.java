@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.plan.LmsMode;
 import static dev.lms4j.tf.TfTests.nodes;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -30,7 +31,7 @@ class RecomputeRewriterTest {
 
   @Test
   void heuristicClonesReluForTheBackwardPassWithIdenticalLosses() {
-    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build().rewrite(net);
+    LmsResult r = Lms.builder().mode(LmsMode.REMAT).build().rewrite(net);
     RecomputePlan plan = r.recompute();
     // each hidden ReLU's output is read by the MatMul gradient of the next layer
     assertThat(plan.groups()).extracting(g -> g.ops().get(0))
@@ -57,7 +58,7 @@ class RecomputeRewriterTest {
   @Test
   void recomputeHintSelectsOpsManually() {
     GraphDef hinted = withHint("relu1");
-    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
+    LmsResult r = Lms.builder().mode(LmsMode.REMAT).build()
         .rewrite(new TrainingGraph(hinted, net.manifest()));
     assertThat(r.recompute().groups()).hasSize(1);
     assertThat(r.recompute().groups().get(0).ops()).containsExactly("relu1");
@@ -69,7 +70,7 @@ class RecomputeRewriterTest {
     // layer1 = MatMul(relu0, w1): its clone reads w1 in the backward pass, where nothing else
     // orders it before ApplyGradientDescent(w1) (VariableReads)
     GraphDef hinted = withHint("layer1");
-    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build()
+    LmsResult r = Lms.builder().mode(LmsMode.REMAT).build()
         .rewrite(new TrainingGraph(hinted, net.manifest()));
     RecomputePlan.Group gr = r.recompute().groups().get(0);
     assertThat(gr.ops()).containsExactly("layer1");
@@ -96,7 +97,7 @@ class RecomputeRewriterTest {
     // relu0 carries the attribute, relu2 is named: two groups (a MatMul lies between them),
     // and nothing else is cloned even though the heuristic would also pick relu1 and relu3
     GraphDef hinted = withHint("relu0");
-    LmsResult r = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).recompute(Set.of("relu2"))
+    LmsResult r = Lms.builder().mode(LmsMode.REMAT).recompute(Set.of("relu2"))
         .build().rewrite(new TrainingGraph(hinted, net.manifest()));
     assertThat(r.recompute().groups()).extracting(g -> g.ops())
         .containsExactlyInAnyOrder(List.of("relu0"), List.of("relu2"));
@@ -111,8 +112,8 @@ class RecomputeRewriterTest {
     }
     assertThat(losses(r.graphDef())).containsExactlyElementsOf(losses(net.graphDef()));
     // the names alone, with a budget and an XLA remat mode: the named ops still decide
-    LmsResult named = Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
-        .rematMode(Lms.RematMode.STANDARD).budget(1L << 30).recompute(Set.of("relu1"))
+    LmsResult named = Lms.builder().mode(LmsMode.REMAT)
+        .mode(LmsMode.REMAT_XLA).budget(1L << 30).recompute(Set.of("relu1"))
         .build().rewrite(net);
     assertThat(named.recompute().groups()).extracting(g -> g.ops())
         .containsExactly(List.of("relu1"));
@@ -121,15 +122,15 @@ class RecomputeRewriterTest {
   @Test
   void namingAnOpThatCannotBeRecomputedIsAnError() {
     // x is fed; an unknown name and a strategy other than RECOMPUTE are refused too
-    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+    assertThatThrownBy(() -> Lms.builder().mode(LmsMode.REMAT)
         .recompute(Set.of("x")).build().rewrite(net))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("x (Placeholder) "
             + "cannot be recomputed");
-    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.RECOMPUTE)
+    assertThatThrownBy(() -> Lms.builder().mode(LmsMode.REMAT)
         .recompute(Set.of("no_such_op")).build().rewrite(net))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("no op named 'no_such_op'");
-    assertThatThrownBy(() -> Lms.builder().strategy(Lms.Strategy.AUTO).budget(1L << 30)
+    assertThatThrownBy(() -> Lms.builder().mode(LmsMode.AUTO).budget(1L << 30)
         .recompute(Set.of("relu1")).build())
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("RECOMPUTE strategy");
   }
@@ -139,9 +140,9 @@ class RecomputeRewriterTest {
     // the same net with its gradients under grads/: with the default scope no op counts as
     // backward, so nothing is recomputed; naming the scope finds the same four ReLUs
     TrainingGraph other = TinyNet.build(64, 128, 4, "grads");
-    LmsResult byDefault = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).build().rewrite(other);
+    LmsResult byDefault = Lms.builder().mode(LmsMode.REMAT).build().rewrite(other);
     assertThat(byDefault.recompute().groups()).isEmpty();
-    LmsResult scoped = Lms.builder().strategy(Lms.Strategy.RECOMPUTE).backwardScope("grads")
+    LmsResult scoped = Lms.builder().mode(LmsMode.REMAT).backwardScope("grads")
         .build().rewrite(other);
     assertThat(scoped.recompute().groups()).extracting(g -> g.ops().get(0))
         .containsExactlyInAnyOrder("relu0", "relu1", "relu2", "relu3");

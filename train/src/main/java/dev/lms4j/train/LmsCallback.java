@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
@@ -13,7 +14,8 @@ import org.tensorflow.proto.GraphDef;
 
 /**
  * Applies Large Model Support ({@link Lms}) to the graph before the trainer's session starts:
- * the TFLMS swap planner, auto-tuned against a memory budget unless its parameters are given.
+ * by default the {@code auto} mode against a memory budget (as the command line does), or the
+ * TFLMS swap planner when its parameters are given, or any {@link LmsMode}.
  *
  * <pre>{@code
  * LmsCallback lms = LmsCallback.of(256L << 20);
@@ -39,6 +41,7 @@ public final class LmsCallback implements Callback {
   private final Lms lms;
   private final long budgetBytes;
   private final SwapParams params;
+  private final LmsMode mode;
   private LmsResult result;
 
   /**
@@ -50,31 +53,46 @@ public final class LmsCallback implements Callback {
     this.lms = Objects.requireNonNull(lms, "lms");
     this.budgetBytes = 0;
     this.params = null;
+    this.mode = null;
   }
 
-  private LmsCallback(long budgetBytes, SwapParams params) {
+  private LmsCallback(long budgetBytes, SwapParams params, LmsMode mode) {
     if (budgetBytes <= 0) {
       throw new IllegalArgumentException("the LMS budget must be positive, got " + budgetBytes);
     }
     this.lms = null;
     this.budgetBytes = budgetBytes;
     this.params = Objects.requireNonNull(params, "params");
+    this.mode = Objects.requireNonNull(mode, "mode");
   }
 
   /**
-   * LMS with TFLMS's defaults, auto-tuned against a budget.
+   * LMS in the {@code auto} mode against a budget (the command line's default).
    *
    * @param budgetBytes the device memory budget in bytes
    * @return the callback
    * @throws IllegalArgumentException when the budget is not positive
    */
   public static LmsCallback of(long budgetBytes) {
-    return new LmsCallback(budgetBytes, SwapParams.defaults());
+    return new LmsCallback(budgetBytes, SwapParams.defaults(), LmsMode.AUTO);
   }
 
   /**
-   * LMS with the given parameters and budget; a batch size left at -1 in {@code params} is set
-   * to the manifest's.
+   * LMS in the given mode against a budget.
+   *
+   * @param budgetBytes the device memory budget in bytes
+   * @param mode        the mode, e.g. {@link LmsMode#TFLMS} or {@link LmsMode#REMAT}
+   * @return the callback
+   * @throws IllegalArgumentException when the budget is not positive
+   */
+  public static LmsCallback of(long budgetBytes, LmsMode mode) {
+    return new LmsCallback(budgetBytes, SwapParams.defaults(), mode);
+  }
+
+  /**
+   * LMS with the given parameters and budget: TFLMS when the three main parameters are set, else
+   * {@code auto} (whose planners honour the parameters' include/exclude filters and tier); a
+   * batch size left at -1 in {@code params} is set to the manifest's.
    *
    * @param budgetBytes the device memory budget in bytes
    * @param params      TFLMS parameters (-1 for the three main ones: auto-tune)
@@ -82,7 +100,7 @@ public final class LmsCallback implements Callback {
    * @throws IllegalArgumentException when the budget is not positive
    */
   public static LmsCallback of(long budgetBytes, SwapParams params) {
-    return new LmsCallback(budgetBytes, params);
+    return new LmsCallback(budgetBytes, params, LmsMode.AUTO);
   }
 
   /**
@@ -109,7 +127,7 @@ public final class LmsCallback implements Callback {
   }
 
   /**
-   * Rewrites the graph with swap-outs and swap-ins.
+   * Rewrites the graph with the mode's plan (swaps, recomputation or both).
    *
    * @param graphDef the graph
    * @param manifest its manifest
@@ -119,7 +137,8 @@ public final class LmsCallback implements Callback {
   public GraphDef beforeSession(GraphDef graphDef, Manifest manifest) {
     result = instance(manifest).rewrite(new TrainingGraph(graphDef, manifest));
     if (result.rewritten()) {
-      LOG.info("LMS: {} swap-outs, {} swap-ins; predicted peak {} MiB -> {} MiB",
+      LOG.info("LMS ({}): {} ops recomputed, {} swap-outs, {} swap-ins; predicted peak {} MiB "
+          + "-> {} MiB", result.memoryPlan().planner(), result.recompute().clonedOps(),
           result.plan().swapOuts().size(), result.plan().swapInCount(),
           result.predictedPeakBefore() >> 20, result.predictedPeakAfter() >> 20);
     } else {
@@ -146,6 +165,6 @@ public final class LmsCallback implements Callback {
     if (p.batchSize() == -1 && manifest.batchSize() <= Integer.MAX_VALUE) {
       p = p.toBuilder().batchSize((int) manifest.batchSize()).build();
     }
-    return Lms.builder().budget(budgetBytes).params(p).build();
+    return Lms.builder().budget(budgetBytes).params(p).mode(mode).build();
   }
 }

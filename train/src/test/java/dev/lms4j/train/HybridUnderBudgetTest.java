@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.OpTypes;
@@ -28,15 +29,15 @@ class HybridUnderBudgetTest {
 
   static Stream<Arguments> cases() {
     return Stream.of(
-        Arguments.of("mlp", 4096, Map.of(), Lms.Strategy.AUTO, 180L),
-        Arguments.of("resnet", 32, Map.of(), Lms.Strategy.AUTO, 150L),
-        Arguments.of("mlp", 4096, Map.of(), Lms.Strategy.SWAP_ONLY, 180L));
+        Arguments.of("mlp", 4096, Map.of(), LmsMode.AUTO, 180L),
+        Arguments.of("resnet", 32, Map.of(), LmsMode.AUTO, 150L),
+        Arguments.of("mlp", 4096, Map.of(), LmsMode.SWAP, 180L));
   }
 
   @ParameterizedTest(name = "{0} batch {1} {3} at {4} MiB")
   @MethodSource("cases")
   void trainsWhereNoLmsRunsOutOfMemory(String model, int batch, Map<String, String> options,
-      Lms.Strategy strategy, long budgetMib) throws Exception {
+      LmsMode strategy, long budgetMib) throws Exception {
     TrainingGraph tg = ModelZoo.getOrThrow(model).build(batch, options);
     long budget = budgetMib * MIB;
 
@@ -46,7 +47,7 @@ class HybridUnderBudgetTest {
     RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, 4));
     assertThat(off.oom()).as(off.toString()).isTrue();
 
-    LmsResult lr = Lms.builder().budget(budget).strategy(strategy).build().rewrite(tg);
+    LmsResult lr = Lms.builder().budget(budget).mode(strategy).build().rewrite(tg);
     assertThat(lr.rewritten()).isTrue();
     assertThat(lr.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * 0.8));
     for (RecomputePlan.Group gr : lr.recompute().groups()) {
@@ -54,7 +55,7 @@ class HybridUnderBudgetTest {
         assertThat(OpTypes.isRandomOrStateful(lr.model().opOrThrow(op).type())).as(op).isFalse();
       }
     }
-    if (strategy == Lms.Strategy.SWAP_ONLY) {
+    if (strategy == LmsMode.SWAP) {
       assertThat(lr.recompute().isEmpty()).isTrue();
       assertThat(lr.plan().swapOuts()).isNotEmpty();
     }

@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.tf.Lms;
@@ -28,24 +29,24 @@ class LmsUnderBudgetTest {
         // mlp, batch 4096: 8 layers of 16 MiB activations (MatMul, BiasAdd, Relu each) + 31 MiB
         // of weights. Measured without LMS: ~316 MiB. With LMS at 180 MiB the planner may use
         // 0.8 x 180 = 144 MiB (simulated), which measured ~130 MiB here. 180 lies between.
-        Arguments.of("mlp", 4096, Map.of(), Lms.Strategy.SWAP, 180L),
+        Arguments.of("mlp", 4096, Map.of(), LmsMode.TFLMS, 180L),
         // resnet (2 blocks x 3 stages, width 64, 64x64 images), batch 32: measured without LMS
         // ~197 MiB. The floor is 11 MiB of weights + feeds + 96 MiB for the largest op (the
         // stem's ReluGrad: three 32 MiB tensors) = ~108 MiB. With LMS at 150 MiB the planner
         // may use 120 MiB (simulated), which measured ~113-130 MiB. 150 lies between.
-        Arguments.of("resnet", 32, Map.of(), Lms.Strategy.SWAP, 150L),
+        Arguments.of("resnet", 32, Map.of(), LmsMode.TFLMS, 150L),
         // recomputation: mlp's BiasAdd+ReLU pairs recomputed from the MatMul outputs; the
         // planner simulates ~236 MiB for the 0.8 x 300 = 240 MiB it may use (measured ~236)
-        Arguments.of("mlp", 4096, Map.of(), Lms.Strategy.RECOMPUTE, 300L),
+        Arguments.of("mlp", 4096, Map.of(), LmsMode.REMAT, 300L),
         // resnet, 6 blocks per stage: ~454 MiB without LMS; recomputing the cheap groups gives
         // a simulated 300 MiB (measured ~314) within 0.8 x 380 = 304 MiB
-        Arguments.of("resnet", 32, Map.of("blocks", "6"), Lms.Strategy.RECOMPUTE, 380L));
+        Arguments.of("resnet", 32, Map.of("blocks", "6"), LmsMode.REMAT, 380L));
   }
 
   @ParameterizedTest(name = "{0} batch {1} {3} at {4} MiB")
   @MethodSource("cases")
   void lmsTrainsWhereNoLmsRunsOutOfMemory(String model, int batch, Map<String, String> options,
-      Lms.Strategy strategy, long budgetMib) throws Exception {
+      LmsMode strategy, long budgetMib) throws Exception {
     TrainingGraph tg = ModelZoo.getOrThrow(model).build(batch, options);
     long budget = budgetMib * MIB;
 
@@ -58,9 +59,9 @@ class LmsUnderBudgetTest {
     assertThat(off.fits()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
 
-    LmsResult lr = Lms.builder().budget(budget).strategy(strategy).build().rewrite(tg);
+    LmsResult lr = Lms.builder().budget(budget).mode(strategy).build().rewrite(tg);
     assertThat(lr.rewritten()).isTrue();
-    if (strategy == Lms.Strategy.SWAP) {
+    if (strategy == LmsMode.TFLMS) {
       assertThat(lr.plan().swapOuts()).isNotEmpty();
     } else {
       assertThat(lr.recompute().clonedOps()).isPositive();

@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -34,7 +35,7 @@ class NativeSwapUnderBudgetTest {
     for (SwapPath path : new SwapPath[] {SwapPath.NATIVE, SwapPath.STANDARD}) {
       for (boolean overlap : path == SwapPath.NATIVE ? new boolean[] {false, true}
           : new boolean[] {false}) {
-        LmsResult lr = Lms.builder().budget(budget).strategy(Lms.Strategy.SWAP).swapPath(path)
+        LmsResult lr = Lms.builder().budget(budget).mode(LmsMode.TFLMS).swapPath(path)
             .swapOverlap(overlap).build().rewrite(tg);
         String op = path == SwapPath.STANDARD ? "SerializeTensor"
             : overlap ? NativeSwap.SWAP_OUT_ASYNC : NativeSwap.SWAP_OUT;

@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.plan.RecomputePlan;
@@ -19,7 +20,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
 
 /**
- * XLA-style rematerialization ({@link Lms.RematMode#STANDARD}, {@link Lms.RematMode#PATH}) under
+ * XLA-style rematerialization ({@link LmsMode#REMAT_XLA}, {@link LmsMode#REMAT_PATH}) under
  * a real budget: the zoo's resnet (2 blocks x 3 stages, batch 32) measured ~197 MiB without LMS
  * here and runs out of memory at 160 MiB; both modes plan within 0.8 x 160 = 128 MiB (simulated
  * ~124 MiB) and train 3 steps with the unbudgeted run's losses, bit for bit.
@@ -42,12 +43,12 @@ class RematUnderBudgetTest {
   }
 
   @ParameterizedTest
-  @EnumSource(value = Lms.RematMode.class, names = {"STANDARD", "PATH"})
-  void trainsUnderTheBudgetWithIdenticalLosses(Lms.RematMode mode, @TempDir Path dir)
+  @EnumSource(value = LmsMode.class, names = {"REMAT_XLA", "REMAT_PATH"})
+  void trainsUnderTheBudgetWithIdenticalLosses(LmsMode mode, @TempDir Path dir)
       throws Exception {
     Path dump = dir.resolve("remat.tsv");
-    LmsResult lr = Lms.builder().budget(BUDGET).strategy(Lms.Strategy.RECOMPUTE)
-        .rematMode(mode).rematDump(dump).build().rewrite(tg);
+    LmsResult lr = Lms.builder().budget(BUDGET).mode(mode)
+        .rematDump(dump).build().rewrite(tg);
     assertThat(lr.rewritten()).isTrue();
     assertThat(lr.recompute().clonedOps()).isPositive();
     assertThat(lr.predictedPeakAfter()).isLessThanOrEqualTo((long) (BUDGET * 0.8));

@@ -1,5 +1,6 @@
 package dev.lms4j.train;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -90,7 +91,7 @@ class ZooUnderBudgetTest {
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
 
-    Lms remat = Lms.builder().budget(budget).memRatio(0.9).strategy(Lms.Strategy.RECOMPUTE)
+    Lms remat = Lms.builder().budget(budget).memRatio(0.9).mode(LmsMode.REMAT)
         .build();
     // XLA-style remat alone. On gpt2 at the default memory ratio 0.8 its plan recomputes the
     // layer norms' Mul_1 (reads gamma) and Add_1 (reads beta) in the backward pass; those clones
@@ -99,7 +100,7 @@ class ZooUnderBudgetTest {
     // 0.9 plan recomputes no variable read, so gpt2 is checked at 0.8
     double xlaRatio = model.equals("gpt2") ? 0.8 : 0.9;
     LmsResult xla = Lms.builder().budget(budget).memRatio(xlaRatio)
-        .strategy(Lms.Strategy.RECOMPUTE).rematMode(Lms.RematMode.STANDARD).build().rewrite(tg);
+        .mode(LmsMode.REMAT).mode(LmsMode.REMAT_XLA).build().rewrite(tg);
     assertThat(xla.rewritten()).isTrue();
     assertThat(xla.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * xlaRatio));
     assertTrainsLikeTheReference(xla, tg, budget, reference);
@@ -115,7 +116,7 @@ class ZooUnderBudgetTest {
           .hasMessageContaining("smallest budget");
     }
 
-    LmsResult auto = Lms.builder().budget(budget).strategy(Lms.Strategy.AUTO).build().rewrite(tg);
+    LmsResult auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
     assertThat(auto.rewritten()).isTrue();
     assertThat(auto.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * 0.8));
     assertTrainsLikeTheReference(auto, tg, budget, reference);

@@ -137,19 +137,9 @@ public final class RecomputePlanner {
     return MemorySimulator.simulate(r, Levels.of(r).schedule()).peakBytes();
   }
 
-  /** True when an op may be recomputed at all. */
+  /** True when an op may be recomputed at all (the tensor policy's built-in rule). */
   public static boolean recomputable(Op op) {
-    if (op.category() != OpCategory.FORWARD || OpTypes.isRandomOrStateful(op.type())
-        || MemorySimulator.isPinned(op) || op.name().startsWith(OpTypes.LMS_PREFIX)
-        || op.outputs().isEmpty() || OpTypes.orderSensitive(op)) {
-      return false;
-    }
-    for (Tensor t : op.outputs()) {
-      if (t.persistent()) {
-        return false;
-      }
-    }
-    return true;
+    return TensorPolicy.recomputable(op);
   }
 
   /**

@@ -33,16 +33,18 @@ public final class SwapAutoTuner {
    * oneDNN kernels needed about 10% more than the traced peak (kernel scratch buffers are not in
    * the trace, and fragmentation grows near the limit), so the default leaves 20%.
    */
-  public static final double DEFAULT_MEM_RATIO = 0.8;
+  public static final double DEFAULT_MEM_RATIO = Budget.DEFAULT_MEM_RATIO;
 
   private final DataflowGraph graph;
   private final PlanSimulator sim;
   private final long available;
+  private final TensorPolicy policy;
   private int simulations;
   private long bestPeak = Long.MAX_VALUE;
 
-  private SwapAutoTuner(DataflowGraph graph, long available) {
+  private SwapAutoTuner(DataflowGraph graph, long available, TensorPolicy policy) {
     this.graph = graph;
+    this.policy = policy;
     this.sim = new PlanSimulator(graph);
     this.available = available;
   }
@@ -64,9 +66,19 @@ public final class SwapAutoTuner {
    *                           that could work
    */
   public static Result tune(DataflowGraph g, SwapParams p, long budgetBytes, double memRatio) {
-    long available = (long) (budgetBytes * memRatio);
-    SwapAutoTuner t = new SwapAutoTuner(g, available);
-    return t.run(p, budgetBytes, memRatio);
+    return tune(g, p, TensorPolicy.of(g, TensorPolicy.Spec.from(p)),
+        new Budget(budgetBytes, memRatio));
+  }
+
+  /**
+   * Plans for {@code budget}, tuning the parameters that are -1; what may be swapped comes from
+   * {@code policy}.
+   *
+   * @throws PlanningException when no parameter set fits
+   */
+  public static Result tune(DataflowGraph g, SwapParams p, TensorPolicy policy, Budget budget) {
+    SwapAutoTuner t = new SwapAutoTuner(g, budget.limit(), policy);
+    return t.run(p, budget.bytes(), budget.memRatio());
   }
 
   /** Simulated peak of {@code g} rewritten with {@code plan}. */
@@ -90,7 +102,7 @@ public final class SwapAutoTuner {
     bestPeak = noLms;
     if (!p.autoTune() && p.swapoutThreshold() >= 0 && p.swapinGroupby() >= 0
         && (p.swapinAhead() >= 1 || p.syncMode() >= 2)) {
-      SwapPlan plan = TflmsSwapPlanner.plan(graph, p);
+      SwapPlan plan = TflmsSwapPlanner.plan(graph, p, policy);
       return new Result(plan, true, sim.peak(plan), simulations + 1);
     }
     LOG.info("[LMS][0] Searching values for parameters: swapout_threshold, swapin_ahead, "
@@ -134,7 +146,7 @@ public final class SwapAutoTuner {
     }
     SwapParams chosen = p.toBuilder().swapoutThreshold(th).swapinAhead(ah).swapinGroupby(gb)
         .syncMode(sm).build();
-    SwapPlan plan = TflmsSwapPlanner.plan(graph, chosen);
+    SwapPlan plan = TflmsSwapPlanner.plan(graph, chosen, policy);
     long peak = sim.peak(plan);
     simulations++;
     LOG.info("[LMS][0] Found a parameter set: swapout_threshold {}, swapin_ahead {}, "
@@ -146,7 +158,7 @@ public final class SwapAutoTuner {
   private boolean fits(SwapParams p, int th, int ah, int gb, int sm) {
     SwapParams q = p.toBuilder().swapoutThreshold(th).swapinAhead(ah).swapinGroupby(gb)
         .syncMode(sm).build();
-    long peak = sim.peak(TflmsSwapPlanner.plan(graph, q));
+    long peak = sim.peak(TflmsSwapPlanner.plan(graph, q, policy));
     simulations++;
     bestPeak = Math.min(bestPeak, peak);
     return peak <= available;

@@ -39,7 +39,6 @@ public final class TflmsSwapPlanner {
       OpTypes.SWAP_OUT);
 
   /** Dtypes never swapped: they are not plain buffers. */
-  private static final Set<String> NOT_SWAPPABLE_DTYPES = Set.of("string", "resource", "variant");
 
   /** How many levels before the {@code swapin_ahead} bound the trigger search may look. */
   private static final int TRIGGER_SEARCH_LEVELS = 10;
@@ -53,12 +52,21 @@ public final class TflmsSwapPlanner {
    *                                  matches no op
    */
   public static SwapPlan plan(DataflowGraph g, SwapParams p) {
+    return plan(g, p, TensorPolicy.of(g, TensorPolicy.Spec.from(p)));
+  }
+
+  /**
+   * Plans with {@code p}'s level parameters; what may be swapped, and which consumers may read a
+   * swap-in, comes from {@code policy} (TFLMS's own exclusions, e.g. assignments and random ops,
+   * still apply).
+   */
+  public static SwapPlan plan(DataflowGraph g, SwapParams p, TensorPolicy policy) {
     if (p.swapoutThreshold() < 0 || p.swapinGroupby() < 0
         || (p.swapinAhead() < 1 && p.syncMode() < 2)) {
       throw new IllegalArgumentException("plan() needs swapout_threshold >= 0, swapin_groupby >= 0 "
           + "and swapin_ahead >= 1 (or sync_mode 2/3); use SwapAutoTuner for -1 values");
     }
-    checkFilters(g, p);
+    checkFilters(g, policy.spec());
     List<SwapPlan.ControlEdge> serial = p.serialization().isEmpty()
         && p.serializationBySize() == 0 ? List.of() : serializationEdges(g, Levels.of(g), p);
     Prepared prep = Prepared.of(g, serial, p);
@@ -71,16 +79,15 @@ public final class TflmsSwapPlanner {
     List<SwapPlan.SwapOut> swaps = new ArrayList<>();
     boolean[] foldable = prep.foldable;
     for (Op prod : sg.ops()) {
-      if (!sourceEligible(prod, p) || foldable[prod.id()]) {
+      if (!sourceEligible(prod) || foldable[prod.id()]) {
         continue;
       }
       for (int i = 0; i < prod.outputs().size(); i++) {
         Tensor t = prod.output(i);
-        if (t.persistent() || t.rank() <= 1 || t.bytes() == 0
-            || NOT_SWAPPABLE_DTYPES.contains(t.dtype())) {
+        TensorId tid = new TensorId(prod.id(), i);
+        if (t.rank() <= 1 || !policy.maySwap(sg, tid)) {
           continue;
         }
-        TensorId tid = new TensorId(prod.id(), i);
         int[] cons = java.util.Arrays.stream(sg.consumers(tid)).distinct().toArray();
         List<Integer> far = new ArrayList<>();
         List<String> near = new ArrayList<>();
@@ -88,7 +95,7 @@ public final class TflmsSwapPlanner {
           Op co = sg.op(c);
           boolean shapeOnly = OpTypes.SHAPE_ONLY.contains(co.type());
           if (!shapeOnly && lv.level(c) - lv.level(prod.id()) > p.swapoutThreshold()
-              && destEligible(co, p) && !OpTypes.orderSensitive(co)) {
+              && destEligible(co, policy) && !OpTypes.orderSensitive(co)) {
             far.add(c);
           } else if (!shapeOnly) {
             near.add(co.name());
@@ -168,62 +175,31 @@ public final class TflmsSwapPlanner {
     }
   }
 
-  /** True when outputs of this op may be swapped under {@code p}'s filters. */
-  static boolean sourceEligible(Op op, SwapParams p) {
-    if (excludedType(op) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
-      return false;
-    }
-    return filtered(op, p.inclOutputByScopes(), p.inclOutputByTypes(),
-        p.exclOutputByScopes(), p.exclOutputByTypes());
+  /** False for the op types TFLMS never swaps from, beyond the tensor policy's exclusions. */
+  static boolean sourceEligible(Op op) {
+    return !NEVER.contains(op.type());
   }
 
   /**
-   * True when this consumer may be fed by a swap-in under {@code p}'s filters. Recompute clones
-   * may (they read forward tensors late); swap ops may not (excluded by type).
+   * True when this consumer may be fed by a swap-in: the tensor policy allows it (its input
+   * filters; recompute clones may, swap ops may not) and TFLMS does not exclude its type.
    */
-  static boolean destEligible(Op op, SwapParams p) {
-    if (excludedType(op)) {
-      return false;
-    }
-    return filtered(op, p.inclInputByScopes(), p.inclInputByTypes(),
-        p.exclInputByScopes(), p.exclInputByTypes());
+  static boolean destEligible(Op op, TensorPolicy policy) {
+    return !NEVER.contains(op.type()) && policy.maySwapInto(op);
   }
 
-  private static boolean excludedType(Op op) {
-    return SwapParams.BUILTIN_EXCLUDED_TYPES.contains(op.type()) || NEVER.contains(op.type())
-        || MemorySimulator.isPinned(op);
-  }
-
-  private static boolean filtered(Op op, Set<String> inclScopes, Set<String> inclTypes,
-      Set<String> exclScopes, Set<String> exclTypes) {
-    if (!inclScopes.isEmpty() || !inclTypes.isEmpty()) {
-      if (!inScopes(op, inclScopes) && !inclTypes.contains(op.type())) {
-        return false;
-      }
-    }
-    return !inScopes(op, exclScopes) && !exclTypes.contains(op.type());
-  }
-
-  private static boolean inScopes(Op op, Set<String> scopes) {
-    for (String s : scopes) {
-      if (op.name().startsWith(s)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  private static void checkFilters(DataflowGraph g, SwapParams p) {
+  /** Every scope and type a filter names must match some op (TFLMS's check). */
+  static void checkFilters(DataflowGraph g, TensorPolicy.Spec p) {
     Set<String> scopes = new java.util.TreeSet<>();
-    scopes.addAll(p.exclOutputByScopes());
-    scopes.addAll(p.inclOutputByScopes());
-    scopes.addAll(p.exclInputByScopes());
-    scopes.addAll(p.inclInputByScopes());
+    scopes.addAll(p.exclOutputScopes());
+    scopes.addAll(p.inclOutputScopes());
+    scopes.addAll(p.exclInputScopes());
+    scopes.addAll(p.inclInputScopes());
     Set<String> types = new java.util.TreeSet<>();
-    types.addAll(p.exclOutputByTypes());
-    types.addAll(p.inclOutputByTypes());
-    types.addAll(p.exclInputByTypes());
-    types.addAll(p.inclInputByTypes());
+    types.addAll(p.exclOutputTypes());
+    types.addAll(p.inclOutputTypes());
+    types.addAll(p.exclInputTypes());
+    types.addAll(p.inclInputTypes());
     for (String s : scopes) {
       if (g.ops().stream().noneMatch(o -> o.name().startsWith(s))) {
         throw new IllegalArgumentException("No operations were found with scope " + s + ".");
@@ -324,7 +300,7 @@ public final class TflmsSwapPlanner {
    * TFLMS's synchronous swap-in: the consumer's other inputs (data and control); when it has
    * none, the ops one level before it.
    */
-  private static List<String> syncTriggers(DataflowGraph g, Levels lv, int dest, int producer) {
+  static List<String> syncTriggers(DataflowGraph g, Levels lv, int dest, int producer) {
     Set<String> out = new LinkedHashSet<>();
     for (int p : g.predecessors(dest)) {
       Op po = g.op(p);
