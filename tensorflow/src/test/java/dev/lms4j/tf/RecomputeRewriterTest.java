@@ -121,7 +121,7 @@ class RecomputeRewriterTest {
 
   @Test
   void namingAnOpThatCannotBeRecomputedIsAnError() {
-    // x is fed; an unknown name and a strategy other than RECOMPUTE are refused too
+    // x is fed; an unknown name is refused too
     assertThatThrownBy(() -> Lms.builder().mode(LmsMode.REMAT)
         .recompute(Set.of("x")).build().rewrite(net))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("x (Placeholder) "
@@ -130,9 +130,17 @@ class RecomputeRewriterTest {
         .recompute(Set.of("no_such_op")).build().rewrite(net))
         .isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("no op named 'no_such_op'");
-    assertThatThrownBy(() -> Lms.builder().mode(LmsMode.AUTO).budget(1L << 30)
-        .recompute(Set.of("relu1")).build())
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("RECOMPUTE strategy");
+  }
+
+  @Test
+  void namedOpsAreRecomputedInEveryMode() {
+    // auto at a generous budget plans nothing of its own, and still recomputes the named op
+    LmsResult auto = Lms.builder().mode(LmsMode.AUTO).budget(1L << 30)
+        .recompute(Set.of("relu1")).build().rewrite(net);
+    assertThat(auto.recompute().groups()).singleElement()
+        .satisfies(g -> assertThat(g.ops()).containsExactly("relu1"));
+    assertThat(auto.planner()).isEqualTo("manual-recompute");
+    assertThat(auto.graphDef().getNodeList()).anyMatch(n -> n.getName().endsWith("/relu1"));
   }
 
   @Test
