@@ -154,6 +154,12 @@ final class LmsOptions {
           + "resnet50 --steps 3). Ops missing from it keep their estimate.")
   Path profile;
 
+  @Option(names = "--dump-dot", paramLabel = "DIR",
+      description = "Write the graph before and after the rewrite as Graphviz files "
+          + "DIR/before.dot and DIR/after.dot, swapped and recomputed ops marked (XLA's "
+          + "--xla_rematerialization_dump_dot). Render with: dot -Tsvg DIR/after.dot > after.svg")
+  Path dumpDot;
+
   @Option(names = "--debug", description = "Log the plan in detail.") boolean debug;
 
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
@@ -211,6 +217,9 @@ final class LmsOptions {
     }
     if (rematDump != null) {
       b.rematDump(rematDump);
+    }
+    if (dumpDot != null) {
+      b.dumpDot(dumpDot);
     }
     if (profile != null) {
       b.costModel(CostModel.defaults().withProfile(profileUs()));
@@ -297,6 +306,9 @@ final class LmsOptions {
     dev.lms4j.tf.SwapPath.parse(swapPath);
     if (profile != null) {
       profileUs();
+    }
+    if (dumpDot != null && Files.exists(dumpDot) && !Files.isDirectory(dumpDot)) {
+      throw new IllegalArgumentException("--dump-dot " + dumpDot + " is a file, not a directory");
     }
     if (!(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");

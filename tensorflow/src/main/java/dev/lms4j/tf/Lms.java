@@ -64,6 +64,7 @@ public final class Lms {
   private final Path rematDump;
   private final SwapPath swapPath;
   private final boolean swapOverlap;
+  private final Path dumpDot;
   private SwapRewriter.Mechanism mechanism;
 
   private Lms(Builder b) {
@@ -78,6 +79,7 @@ public final class Lms {
     this.smallNodeLimitBytes = b.smallNodeLimitBytes;
     this.scheduler = b.scheduler;
     this.rematDump = b.rematDump;
+    this.dumpDot = b.dumpDot;
     LmsMode m = b.mode != null ? b.mode
         : budget.isSet() || !params.autoTune() ? LmsMode.AUTO : LmsMode.OFF;
     this.mode = m.with(params);
@@ -236,6 +238,10 @@ public final class Lms {
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
     int added = out.getNodeCount() - gd.getNodeCount();
+    if (dumpDot != null) {
+      DotDump.write(dumpDot, gd, out, plan);
+      LOG.info("[LMS][0] Wrote the graph before and after as {}", DotDump.files(dumpDot));
+    }
     long planningMs = ms(t0);
     log(plan, added, planningMs);
     LmsResult r = new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled);
@@ -346,8 +352,18 @@ public final class Lms {
     private SwapPath swapPath = SwapPath.AUTO;
     private boolean swapOverlap;
     private Set<String> recomputeOps = Set.of();
+    private Path dumpDot;
 
     private Builder() {}
+
+    /**
+     * Writes the graph before and after the rewrite to {@code before.dot} and {@code after.dot}
+     * in this directory, swapped and recomputed ops marked ({@link DotDump}).
+     */
+    public Builder dumpDot(Path dir) {
+      this.dumpDot = dir;
+      return this;
+    }
 
     /**
      * The mode (default: {@link LmsMode#AUTO} when a budget or TFLMS parameters are set, else
