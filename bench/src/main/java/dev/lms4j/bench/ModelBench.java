@@ -191,7 +191,7 @@ public final class ModelBench {
   public static ObjectNode run(Suite s, Path outDir, PrintStream out) throws IOException {
     Files.createDirectories(outDir);
     ObjectNode root = JSON.createObjectNode();
-    root.put("schema", "lms4j-bench-models/1").put("suite", s.name())
+    root.put("schema", BenchContract.SCHEMA).put("suite", s.name())
         .put("machine", Machine.describe())
         .put("command", "./lms4j bench --suite " + s.name());
     ArrayNode models = root.putArray("models");
@@ -212,6 +212,7 @@ public final class ModelBench {
       out.printf(Locale.ROOT, "planning on a synthetic graph of %d ops: %s%n", g.size(), p);
     }
     root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
+    BenchContract.addResults(root);
     Path json = outDir.resolve("models-" + s.name() + ".json");
     Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
     StringBuilder md = new StringBuilder(ModelBenchMarkdown.of(root));

@@ -131,8 +131,9 @@ final class LmsOptions {
   String scheduler;
 
   @Option(names = "--recompute", split = ",", paramLabel = "OP",
-      description = "Manual recomputation (implies --lms remat): recompute these forward ops, "
-          + "by name, in the backward pass, as ops carrying the _recompute_hint attribute are. "
+      description = "Manual recomputation: recompute these forward ops, by name, in the "
+          + "backward pass, as ops carrying the _recompute_hint attribute are, in every --lms "
+          + "mode (the mode plans the rest); without --lms it means --lms remat: only these. "
           + "Random, stateful, fed, variable and constant ops cannot be named.")
   List<String> recompute = List.of();
 
@@ -165,14 +166,22 @@ final class LmsOptions {
   @Option(names = "--debug-level", defaultValue = "1", description = "1 or 2.") int debugLevel;
 
   LmsMode mode() {
+    if (lms == null && !recompute.isEmpty()) {
+      // ops named without a mode: recompute them, and only them (as the _recompute_hint does)
+      return LmsMode.REMAT;
+    }
     if (lms == null) {
       // nothing to plan against: without a budget or TFLMS parameters, run the graph as it is
-      // (ops named with --recompute are recomputed whatever the budget, as with --lms remat)
       boolean tflmsParams = swapoutThreshold >= 0 || swapinAhead >= 0 || swapinGroupby >= 0;
-      return budget == null && !tflmsParams ? (recompute.isEmpty() ? LmsMode.OFF : LmsMode.REMAT)
-          : LmsMode.AUTO;
+      return budget == null && !tflmsParams ? LmsMode.OFF : LmsMode.AUTO;
     }
-    LmsMode m = LmsMode.parse(lms);
+    LmsMode m;
+    try {
+      m = LmsMode.parse(lms);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("unknown --lms mode '" + lms + "' (expected "
+          + LmsMode.cliNames() + ")");
+    }
     if (m == LmsMode.REMAT) {
       return switch (rematMode()) {
         case "standard" -> LmsMode.REMAT_XLA;

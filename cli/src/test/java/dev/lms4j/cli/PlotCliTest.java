@@ -59,7 +59,8 @@ class PlotCliTest {
     // the report's numbers, the plots inline, nothing fetched
     assertThat(page).contains("<code>predicted_peak_bytes.after</code></td><td>"
         + r.get("predicted_peak_bytes").get("after").asLong() + " (")
-        .contains("<code>plan.parameters.swapout_threshold</code>");
+        .contains("<code>plan.parameters.planner</code></td><td>"
+            + r.get("plan").get("parameters").get("planner").asText());
     assertThat(count(page, "<svg class=\"chart\"")).isEqualTo(3);
     assertThat(page).doesNotContainPattern("(src|href)\\s*=\\s*\"(https?:)?//");
   }
