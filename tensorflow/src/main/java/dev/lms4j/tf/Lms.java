@@ -133,23 +133,9 @@ public final class Lms {
     return mechanism;
   }
 
-  /**
-   * The cost model plans are compared with: the given one, with each tier's bandwidth measured
-   * for the active path where the model's was left at the default: the host tier at {@link
-   * NativeSwap#HOST_BANDWIDTH} on the native path (the default is the standard ops'), the disk
-   * tier at {@link NativeSwap#DISK_BANDWIDTH} or {@link NativeSwap#STANDARD_DISK_BANDWIDTH}.
-   */
+  /** The cost model plans are compared with ({@link NativeSwap#costModel}). */
   public CostModel costModel() {
-    boolean standard = mechanism() == SwapRewriter.Mechanism.STANDARD;
-    CostModel cm = costModel;
-    if (!standard && cm.swapBandwidth() == CostModel.defaults().swapBandwidth()) {
-      cm = cm.withSwapBandwidth(NativeSwap.HOST_BANDWIDTH);
-    }
-    if (cm.diskBandwidth() == CostModel.DEFAULT_DISK_BANDWIDTH) {
-      cm = cm.withTier(Tier.DISK, standard ? NativeSwap.STANDARD_DISK_BANDWIDTH
-          : NativeSwap.DISK_BANDWIDTH, cm.diskLatencyUs());
-    }
-    return cm;
+    return NativeSwap.costModel(costModel, mechanism());
   }
 
   /** The session config LMS needs (see {@link SessionConfigs#lms()}). */
@@ -221,7 +207,9 @@ public final class Lms {
       return new LmsResult(gd, MemoryPlan.unchanged(mode.cliName(), model, ctx, before), model,
           stats, before, ms(t0), 0, null);
     }
-    checkFloor(model);
+    if (mode.plans()) {
+      budget.requireFloor(LowerBound.of(model));
+    }
     Scheduling.Result scheduled = null;
     if (scheduler != Scheduling.Scheduler.NONE) {
       scheduled = Scheduling.apply(model, scheduler);
@@ -243,94 +231,15 @@ public final class Lms {
       LOG.info("[LMS][0] Wrote the graph before and after as {}", DotDump.files(dumpDot));
     }
     long planningMs = ms(t0);
-    log(plan, added, planningMs);
+    PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     LmsResult r = new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled);
     return r;
   }
 
-  /**
-   * The planning context for {@code model}: the budget, the cost model of the active swap path,
-   * the parameters, and the tensor policy (the filters, the ops hinted or named to recompute, the
-   * inputs marked {@code _swap_to_host}).
-   */
+  /** The planning context for {@code model} (the tensor policy from {@link PolicySources}). */
   private PlanningContext context(GraphDef gd, DataflowGraph model) {
-    Set<String> recompute = new TreeSet<>(RecomputeRewriter.hintedOps(gd));
-    recompute.removeIf(h -> model.op(h).isEmpty());
-    recompute.addAll(namedRecomputeOps(gd, model));
-    TensorPolicy.Spec spec = TensorPolicy.Spec.from(params).withRecompute(recompute)
-        .withSwapToHost(GraphDefs.swapToHost(gd));
     return new PlanningContext(budget, mode.plans() ? costModel() : costModel, params,
-        TensorPolicy.of(model, spec), smallNodeLimitBytes, rematDump);
-  }
-
-  /** Refuses a budget below resident tensors plus the largest op's working set. */
-  private void checkFloor(DataflowGraph model) {
-    if (!budget.isSet() || !mode.plans()) {
-      return;
-    }
-    long floor = LowerBound.of(model);
-    if (!budget.fits(floor)) {
-      long need = budget.smallestBudgetFor(floor);
-      throw new PlanningException("A budget of " + Budget.mib(budget.bytes()) + " MiB cannot "
-          + "work: resident tensors (weights, constants, feeds) plus the largest op's working "
-          + "set need " + Budget.mib(floor) + " MiB, so the smallest budget that could work is "
-          + "about " + Budget.mibUp(need) + " MiB (at memory ratio " + budget.memRatio() + ").",
-          need);
-    }
-  }
-
-  private void log(MemoryPlan plan, int added, long planningMs) {
-    MemoryPlan.Estimate e = plan.estimate();
-    if (!plan.needed()) {
-      LOG.info("[LMS][0] LMS is not necessary (mode {}, simulated peak {} MiB).",
-          mode.cliName(), Budget.mib(e.peakBefore()));
-      return;
-    }
-    SwapParams p = plan.params();
-    if (p != null && !plan.swaps().isEmpty()) {
-      LOG.info("[LMS][0] LMS will use the following parameter set:");
-      LOG.info("[LMS][0]   sync_mode: {}", p.syncMode());
-      LOG.info("[LMS][0]   swapout_threshold: {}", p.swapoutThreshold());
-      String ignored = p.syncMode() >= 2 ? " (ignored since sync_mode is " + p.syncMode() + ")"
-          : "";
-      LOG.info("[LMS][0]   swapin_ahead: {}{}", p.swapinAhead(), ignored);
-      LOG.info("[LMS][0]   swapin_groupby: {}{}", p.swapinGroupby(), ignored);
-    }
-    if (!plan.swaps().isEmpty()) {
-      LOG.info("[LMS][0] Swap mechanism: {}", mechanism());
-    }
-    var rp = plan.recompute();
-    LOG.info("[LMS][0] {} ({}): added {} operations: recomputing {} operations in {} groups, "
-        + "{} swap-outs ({} MiB) and {} swap-ins; predicted peak {} MiB -> {} MiB, step {} ms "
-        + "-> {} ms; planning took {} ms", plan.planner(), mode.cliName(), added, rp.clonedOps(),
-        rp.groups().size(), plan.swaps().swapOuts().size(),
-        Budget.mib(plan.swaps().swapOutBytes()), plan.swaps().swapInCount(),
-        Budget.mib(e.peakBefore()), Budget.mib(e.peakAfter()),
-        String.format("%.1f", e.stepMsBefore()), String.format("%.1f", e.stepMsAfter()),
-        planningMs);
-  }
-
-  /**
-   * The ops named with {@link Builder#recompute} that a step runs; a name that is no op of the
-   * graph is an error, one the step does not run is skipped with a warning.
-   */
-  private Set<String> namedRecomputeOps(GraphDef gd, DataflowGraph model) {
-    Set<String> inGraph = new java.util.HashSet<>();
-    for (org.tensorflow.proto.NodeDef n : gd.getNodeList()) {
-      inGraph.add(n.getName());
-    }
-    Set<String> out = new TreeSet<>();
-    for (String name : recomputeOps) {
-      if (!inGraph.contains(name)) {
-        throw new IllegalArgumentException("no op named '" + name + "' to recompute in the graph");
-      }
-      if (model.op(name).isEmpty()) {
-        LOG.warn("[LMS][0] {} is not run by a training step; it is not recomputed", name);
-      } else {
-        out.add(name);
-      }
-    }
-    return out;
+        PolicySources.policy(gd, model, params, recomputeOps), smallNodeLimitBytes, rematDump);
   }
 
   private static long ms(long t0) {

@@ -227,4 +227,25 @@ public final class NativeSwap {
     System.out.println("native swap library: " + (isLoaded() ? "loaded" : "unavailable") + " ("
         + status() + "); swap path auto -> " + SwapPath.AUTO.resolve(false));
   }
+
+  /**
+   * {@code cm} with each tier's bandwidth measured for the swap mechanism where the model's was
+   * left at the default: the host tier at {@link #HOST_BANDWIDTH} on the native path (the
+   * default is the standard ops'), the disk tier at {@link #DISK_BANDWIDTH} or {@link
+   * #STANDARD_DISK_BANDWIDTH}.
+   */
+  public static dev.lms4j.core.memory.CostModel costModel(dev.lms4j.core.memory.CostModel cm,
+      SwapRewriter.Mechanism mechanism) {
+    boolean standard = mechanism == SwapRewriter.Mechanism.STANDARD;
+    dev.lms4j.core.memory.CostModel out = cm;
+    if (!standard && out.swapBandwidth() == dev.lms4j.core.memory.CostModel.defaults()
+        .swapBandwidth()) {
+      out = out.withSwapBandwidth(HOST_BANDWIDTH);
+    }
+    if (out.diskBandwidth() == dev.lms4j.core.memory.CostModel.DEFAULT_DISK_BANDWIDTH) {
+      out = out.withTier(dev.lms4j.core.memory.Tier.DISK, standard ? STANDARD_DISK_BANDWIDTH
+          : DISK_BANDWIDTH, out.diskLatencyUs());
+    }
+    return out;
+  }
 }

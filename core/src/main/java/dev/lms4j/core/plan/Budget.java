@@ -63,6 +63,22 @@ public record Budget(long bytes, double memRatio) {
     return (long) Math.ceil(simulatedPeak / memRatio);
   }
 
+  /**
+   * Refuses this budget when a floor (resident tensors plus the largest op's working set, {@code
+   * LowerBound}) does not fit under its limit, naming the smallest budget that could work.
+   *
+   * @throws PlanningException when the floor does not fit
+   */
+  public void requireFloor(long floorBytes) {
+    if (isSet() && !fits(floorBytes)) {
+      long need = smallestBudgetFor(floorBytes);
+      throw new PlanningException("A budget of " + mib(bytes) + " MiB cannot work: resident "
+          + "tensors (weights, constants, feeds) plus the largest op's working set need "
+          + mib(floorBytes) + " MiB, so the smallest budget that could work is about "
+          + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
+    }
+  }
+
   /** Whole MiB, rounded down, for messages. */
   public static long mib(long b) {
     return b >> 20;

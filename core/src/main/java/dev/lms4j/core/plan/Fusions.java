@@ -19,7 +19,7 @@ import java.util.Set;
  * third loss moved in the 7th digit when XLA-style remat recomputed batch norms on their own;
  * both bit-identical with {@code TF_ENABLE_ONEDNN_OPTS=0} or with these guards.
  */
-public final class Fusions {
+final class Fusions {
   /**
    * Convolutions, whose output the fusion passes join with a following bias add and activation.
    * (MatMul chains fuse too, but swapping their bias-add outputs was measured to keep losses

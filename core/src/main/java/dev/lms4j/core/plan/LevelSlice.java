@@ -7,7 +7,7 @@ package dev.lms4j.core.plan;
  * @param from first level, inclusive
  * @param to   last level, exclusive; {@link Integer#MAX_VALUE} for an open end
  */
-public record LevelSlice(int from, int to) {
+record LevelSlice(int from, int to) {
 
   /** Parses a slice; throws {@link IllegalArgumentException} with the reason. */
   public static LevelSlice parse(String s) {
