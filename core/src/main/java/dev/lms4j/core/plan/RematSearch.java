@@ -9,6 +9,7 @@ import dev.lms4j.core.schedule.Scheduling;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.function.Predicate;
 
 /**
  * One {@link Rematerializer} search over one graph: the ops that may be recomputed (from the
@@ -31,7 +32,12 @@ final class RematSearch {
   /** Simulator runs so far. */
   int sims;
 
-  RematSearch(DataflowGraph g, long limit, Rematerializer.Options o, TensorPolicy policy) {
+  /**
+   * @param mayRecompute which ops may be recomputed: the tensor policy's
+   *                     {@link TensorPolicy#mayRecompute} (a predicate so tests can narrow it)
+   */
+  RematSearch(DataflowGraph g, long limit, Rematerializer.Options o,
+      Predicate<Op> mayRecompute) {
     this.g = g;
     this.limit = limit;
     this.o = o;
@@ -40,7 +46,7 @@ final class RematSearch {
     costUs = new double[n];
     inS = new boolean[n];
     for (Op op : g.ops()) {
-      eligible[op.id()] = policy.mayRecompute(op) && !Fusions.unsafeToRecompute(g, op)
+      eligible[op.id()] = mayRecompute.test(op) && !Fusions.unsafeToRecompute(g, op)
           && op.transientOutputBytes() >= Math.max(1, o.smallNodeLimitBytes());
       costUs[op.id()] = eligible[op.id()] ? o.costModel().opUs(g, op) : 0;
     }

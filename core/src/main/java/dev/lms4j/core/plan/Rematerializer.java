@@ -243,7 +243,7 @@ public final class Rematerializer {
     long t0 = System.nanoTime();
     Scheduling.Result s = Scheduling.apply(g, o.scheduler());
     TensorPolicy policy = o.policy() != null ? o.policy() : TensorPolicy.builtin(s.graph());
-    Result r = new RematSearch(s.graph(), limitBytes, o, policy).run(s);
+    Result r = new RematSearch(s.graph(), limitBytes, o, policy::mayRecompute).run(s);
     LOG.info("[LMS][0] Rematerialization ({}): {} ops recomputed in {} groups, simulated peak "
         + "{} MiB -> {} MiB (limit {} MiB), {} simulations, {} ms",
         o.mode().name().toLowerCase(Locale.ROOT), r.plan().clonedOps(), r.plan().groups().size(),
