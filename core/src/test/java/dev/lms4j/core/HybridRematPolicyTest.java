@@ -9,6 +9,7 @@ import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.plan.HybridPlanner;
 import dev.lms4j.core.plan.PlanSimulator;
 import dev.lms4j.core.plan.RecomputeApplier;
+import dev.lms4j.core.plan.Rematerializer;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TensorPolicy;
@@ -180,5 +181,24 @@ class HybridRematPolicyTest {
     assertThat(r.recompute().clonedOps()).isPositive();
     assertThat(r.predictedPeak()).isLessThanOrEqualTo((long) (budget * 0.8));
     assertThat(checkedPeak(g, r)).isEqualTo(r.predictedPeak());
+  }
+
+  /** No policy means the built-in one: passing it explicitly gives the same plans. */
+  @Test
+  void theBuiltinPolicyIsTheDefault() {
+    DataflowGraph g = scopedChain(false);
+    TensorPolicy builtin = TensorPolicy.builtin(g);
+    HybridPlanner.Options o = HybridPlanner.Options.of(20 * MB);
+    assertThat(o.policy()).isNull();
+    assertThat(HybridPlanner.plan(g, o.withPolicy(builtin))).isEqualTo(HybridPlanner.plan(g, o));
+    for (Rematerializer.Mode m : Rematerializer.Mode.values()) {
+      Rematerializer.Options ro = Rematerializer.Options.defaults().withMode(m);
+      Rematerializer.Result a = Rematerializer.bestEffort(g, 16 * MB, ro);
+      Rematerializer.Result b = Rematerializer.bestEffort(g, 16 * MB, ro.withPolicy(builtin));
+      assertThat(b.plan()).isEqualTo(a.plan());
+      assertThat(b.plan().groups()).isNotEmpty();
+      assertThat(b.peakAfter()).isEqualTo(a.peakAfter());
+      assertThat(b.decisions()).isEqualTo(a.decisions());
+    }
   }
 }

@@ -67,9 +67,8 @@ final class HybridEvaluator {
     return simulations;
   }
 
-  /** Builds the plans of the current decisions and simulates them; null when they are rejected
-   * (a cycle). */
-  HybridEvaluator.Sim simulate() {
+  /** Builds the plans of the current decisions and simulates them; null on a cycle. */
+  Sim simulate() {
     simulations++;
     RecomputePlan rp = recomputePlan();
     SwapPlan sp = swapPlan(rp);

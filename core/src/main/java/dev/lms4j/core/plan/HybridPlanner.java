@@ -60,6 +60,7 @@ public final class HybridPlanner {
    */
   public record Options(long budgetBytes, double memRatio, CostModel costModel, Tier tier,
       boolean swap, boolean recompute, int pruneLimit, int maxSimulations, TensorPolicy policy) {
+    /** Checks the values. */
     public Options {
       Objects.requireNonNull(costModel);
       Objects.requireNonNull(tier);
