@@ -1,0 +1,250 @@
+package dev.lms4j.core.plan;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.MemoryProfile;
+import dev.lms4j.core.memory.MemorySimulator;
+import dev.lms4j.core.memory.Tier;
+import dev.lms4j.core.plan.HybridCandidate.Kind;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Plans and simulation for {@link HybridPlanner}: builds the recompute and swap plans of the
+ * current decisions, applies both to the graph model (recompute first) and simulates the
+ * levelled schedule of the result, reporting the peak and the candidates alive at it.
+ */
+final class HybridEvaluator {
+  private static final Logger LOG = LoggerFactory.getLogger(HybridPlanner.class);
+
+  /**
+   * One simulated plan.
+   *
+   * @param peak       simulated peak, bytes
+   * @param liveAtPeak candidates whose tensors are alive while the peak op runs
+   * @param swaps      the swap plan (names refer to the graph with {@code recompute} applied)
+   * @param recompute  the recompute plan
+   */
+  record Sim(long peak, List<TensorId> liveAtPeak, SwapPlan swaps, RecomputePlan recompute) {}
+
+  private final DataflowGraph g;
+  private final HybridState state;
+  private final TensorPolicy policy;
+  private final SwapParams params;
+  /** Schedule positions of the ops of {@code g} (levelled schedule). */
+  private final int[] pos;
+  private int simulations;
+  private RecomputePlan lastRecompute;
+  private DataflowGraph lastRecomputed;
+
+  HybridEvaluator(DataflowGraph g, HybridState state, TensorPolicy policy, Tier tier,
+      int[] pos) {
+    this.g = g;
+    this.state = state;
+    this.policy = policy;
+    this.params = params(tier);
+    this.pos = pos;
+  }
+
+  /** The swap parameters the hybrid planner's swap plans carry. */
+  static SwapParams params(Tier tier) {
+    return SwapParams.defaults().toBuilder().swapoutThreshold(0).swapinAhead(1).swapinGroupby(0)
+        .tier(tier).build();
+  }
+
+  /** Simulator runs so far. */
+  int simulations() {
+    return simulations;
+  }
+
+  /** Builds the plans of the current decisions and simulates them; null on a cycle. */
+  Sim simulate() {
+    simulations++;
+    RecomputePlan rp = recomputePlan();
+    SwapPlan sp = swapPlan(rp);
+    DataflowGraph r;
+    int[] order;
+    try {
+      if (!rp.equals(lastRecompute)) {
+        // many steps change only the swaps: the recomputed graph is reused
+        lastRecomputed = RecomputeApplier.apply(g, rp);
+        lastRecompute = rp;
+      }
+      r = PlanApplier.apply(lastRecomputed, sp);
+      order = Levels.of(r).schedule();
+    } catch (IllegalArgumentException e) {
+      LOG.debug("plan rejected: {}", e.getMessage());
+      return null;
+    }
+    MemoryProfile prof = MemorySimulator.simulate(r, order);
+    int at = prof.peakAt();
+    List<TensorId> live = new ArrayList<>();
+    if (at >= 0) {
+      int[] rpos = new int[r.size()];
+      for (int i = 0; i < order.length; i++) {
+        rpos[order[i]] = i;
+      }
+      for (HybridCandidate c : state.candidates) {
+        int p = rpos[c.tid.op()];
+        if (p > at) {
+          continue;
+        }
+        int last = p;
+        for (int u : r.consumers(c.tid)) {
+          if (!OpTypes.SHAPE_ONLY.contains(r.op(u).type())) {
+            last = Math.max(last, rpos[u]);
+          }
+        }
+        if (last >= at) {
+          live.add(c.tid);
+        }
+      }
+    }
+    return new Sim(prof.peakBytes(), live, sp, rp);
+  }
+
+  /** Recomputed producers that read each other form one group (clones read clones). */
+  private RecomputePlan recomputePlan() {
+    int n = g.size();
+    int[] parent = new int[n];
+    boolean[] member = new boolean[n];
+    for (int i = 0; i < n; i++) {
+      parent[i] = i;
+    }
+    Map<Integer, List<HybridCandidate>> byOp = new TreeMap<>();
+    for (HybridCandidate c : state.candidates) {
+      if (c.chose(Kind.RECOMPUTE)) {
+        member[c.tid.op()] = true;
+        byOp.computeIfAbsent(c.tid.op(), k -> new ArrayList<>()).add(c);
+      }
+    }
+    if (byOp.isEmpty()) {
+      return RecomputePlan.empty();
+    }
+    for (int v : byOp.keySet()) {
+      for (TensorId in : g.op(v).inputs()) {
+        if (member[in.op()]) {
+          UnionFind.union(parent, v, in.op());
+        }
+      }
+    }
+    Map<Integer, List<Integer>> comps = new TreeMap<>();
+    for (int v : g.topologicalOrder()) {
+      if (member[v]) {
+        comps.computeIfAbsent(UnionFind.find(parent, v), k -> new ArrayList<>()).add(v);
+      }
+    }
+    List<RecomputePlan.Group> groups = new ArrayList<>();
+    for (List<Integer> ops : comps.values()) {
+      groups.add(group(ops, byOp));
+    }
+    return new RecomputePlan(groups);
+  }
+
+  private RecomputePlan.Group group(List<Integer> ops, Map<Integer, List<HybridCandidate>> byOp) {
+    List<RecomputePlan.Repoint> repoints = new ArrayList<>();
+    long bytes = 0;
+    HybridCandidate earliest = null;
+    for (int v : ops) {
+      for (HybridCandidate c : byOp.get(v)) {
+        bytes += c.tensor.bytes();
+        for (int u : c.option().consumers()) {
+          repoints.add(new RecomputePlan.Repoint(g.op(u).name(), g.op(v).name(),
+              c.tid.output()));
+        }
+        if (earliest == null || c.firstBackward < earliest.firstBackward) {
+          earliest = c;
+        }
+      }
+    }
+    Set<String> names = new LinkedHashSet<>();
+    for (int v : ops) {
+      names.add(g.op(v).name());
+    }
+    List<String> trig = new ArrayList<>(earliest.option().triggers());
+    trig.removeIf(names::contains);
+    if (trig.isEmpty()) {
+      trig = earliest.option().triggers();
+    }
+    return new RecomputePlan.Group("h" + ops.get(0), names.stream().toList(), repoints, trig,
+        bytes);
+  }
+
+  private SwapPlan swapPlan(RecomputePlan rp) {
+    // clones that read a swapped tensor get their own swap-in, triggered with their group
+    Map<String, List<RecomputePlan.Group>> readers = new HashMap<>();
+    for (RecomputePlan.Group gr : rp.groups()) {
+      Set<String> members = new LinkedHashSet<>(gr.ops());
+      for (String name : gr.ops()) {
+        for (TensorId in : g.opOrThrow(name).inputs()) {
+          if (!members.contains(g.op(in.op()).name())) {
+            readers.computeIfAbsent(g.tensorName(in), k -> new ArrayList<>()).add(gr);
+          }
+        }
+      }
+    }
+    List<SwapPlan.SwapOut> outs = new ArrayList<>();
+    for (HybridCandidate c : state.candidates) {
+      if (!c.chose(Kind.SWAP)) {
+        continue;
+      }
+      Op prod = g.op(c.tid.op());
+      String base = prod.name() + "_" + c.tid.output();
+      // one swap-in serves the backward readers and the clones that read the tensor; it waits
+      // for the earlier of its own trigger and the clones' group triggers
+      List<String> consumers = new ArrayList<>();
+      c.option().consumers().forEach(u -> consumers.add(g.op(u).name()));
+      List<String> triggers = c.option().triggers();
+      int first = earliest(triggers);
+      for (RecomputePlan.Group gr : readers.getOrDefault(g.tensorName(c.tid), List.of())) {
+        boolean reads = false;
+        for (String name : gr.ops()) {
+          Op member = g.opOrThrow(name);
+          if (member.inputs().contains(c.tid) && cloneMaySwapIn(member)) {
+            consumers.add(RecomputePlan.cloneName(gr.name(), name));
+            reads = true;
+          }
+        }
+        int e = earliest(gr.triggers());
+        if (reads && e < first) {
+          first = e;
+          triggers = gr.triggers();
+        }
+      }
+      List<SwapPlan.SwapIn> ins = List.of(new SwapPlan.SwapIn(OpTypes.LMS_PREFIX + "swapin/"
+          + base + "/0", consumers, triggers));
+      outs.add(new SwapPlan.SwapOut(prod.name(), c.tid.output(), c.tensor.dtype(),
+          c.tensor.bytes(), OpTypes.LMS_PREFIX + "swapout/" + base, ins, List.of()));
+    }
+    return new SwapPlan(params, outs, List.of());
+  }
+
+  /**
+   * True when the clone of {@code member} may read a swap-in. Clones are re-executions of
+   * forward ops, not the consumers the built-in type exclusions guard, so they may unless the
+   * user's input filters exclude the op they clone; a clone that may not reads the original,
+   * which then stays alive until it runs (the simulation sees that).
+   */
+  private boolean cloneMaySwapIn(Op member) {
+    return !policy.filtersSwaps() || policy.maySwapInto(member);
+  }
+
+  /** The earliest schedule position among the named ops. */
+  private int earliest(List<String> ops) {
+    int e = Integer.MAX_VALUE;
+    for (String name : ops) {
+      e = Math.min(e, pos[g.opOrThrow(name).id()]);
+    }
+    return e;
+  }
+}
