@@ -23,7 +23,7 @@ final class HybridCostPlanner implements Planner {
   public MemoryPlan plan(DataflowGraph g, PlanningContext ctx) {
     Budget b = ctx.requireBudget(name());
     HybridPlanner.Options o = new HybridPlanner.Options(b.bytes(), b.memRatio(),
-        ctx.costModel(), ctx.tier(), true, recompute, 12, 400);
+        ctx.costModel(), ctx.tier(), true, recompute, 12, 400).withPolicy(ctx.policy());
     HybridPlanner.Result r = HybridPlanner.plan(g, o);
     if (!r.needed()) {
       return MemoryPlan.unchanged(name(), g, ctx, r.peakBefore());

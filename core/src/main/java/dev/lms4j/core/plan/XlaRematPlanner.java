@@ -23,7 +23,8 @@ final class XlaRematPlanner implements Planner {
   public MemoryPlan plan(DataflowGraph g, PlanningContext ctx) {
     Budget b = ctx.requireBudget(name());
     Rematerializer.Options o = Rematerializer.Options.defaults().withMode(mode)
-        .withSmallNodeLimit(ctx.minRematBytes()).withCostModel(ctx.costModel());
+        .withSmallNodeLimit(ctx.minRematBytes()).withCostModel(ctx.costModel())
+        .withPolicy(ctx.policy());
     Rematerializer.Result r = Rematerializer.bestEffort(g, b.limit(), o);
     if (ctx.decisionsDump() != null) {
       r.dump(ctx.decisionsDump());
