@@ -6,6 +6,7 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.schedule.Scheduling;
 import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.core.report.Sizes;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -203,7 +204,7 @@ final class LmsOptions {
 
   Lms lms(int batch) {
     SwapParams p = params(batch);
-    Lms.Builder b = Lms.builder().params(p).memRatio(memRatio).mode(mode());
+    LmsBuilder b = Lms.builder().params(p).memRatio(memRatio).mode(mode());
     if (budgetBytes() > 0) {
       b.budget(budgetBytes());
     }
@@ -217,7 +218,7 @@ final class LmsOptions {
    * Sets the swap path and overlap, the remat mode, small-node limit, scheduler, dump file and
    * the cost model (with the measured op times of {@code --profile}) on {@code b}.
    */
-  Lms.Builder configure(Lms.Builder b) {
+  LmsBuilder configure(LmsBuilder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());

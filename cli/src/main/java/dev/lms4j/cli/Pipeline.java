@@ -15,6 +15,7 @@ import dev.lms4j.core.report.Sizes;
 import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
@@ -64,7 +65,7 @@ final class Pipeline {
         } else if (swapDir != null) {
           Files.createDirectories(swapDir);
         }
-        Lms.Builder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
+        LmsBuilder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
             .mode(mode);
         o.configure(b);
         if (budget > 0) {

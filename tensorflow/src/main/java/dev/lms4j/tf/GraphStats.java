@@ -24,4 +24,16 @@ public record GraphStats(int ops, int edges, int tensors, long parameterBytes, S
     return new GraphStats(g.size(), g.edgeCount(), tensors, g.persistentBytes(),
         LowerBound.largestOpName(g), LowerBound.largestOp(g), Levels.of(g).count());
   }
+
+  /** Logs the statistics as TFLMS did when it started editing a model; returns this. */
+  GraphStats logged() {
+    org.slf4j.Logger log = org.slf4j.LoggerFactory.getLogger(Lms.class);
+    log.info("[LMS][0] The graph has {} vertices and {} edges.", ops, edges);
+    log.info("[LMS][0] The graph has {} MiB of learning parameters.",
+        String.format("%.1f", parameterBytes / 1048576.0));
+    log.info("[LMS][0] The largest operation is {} consuming {} MiB", largestOp,
+        String.format("%.1f", largestOpBytes / 1048576.0));
+    log.info("[LMS][0] Original categorized topological sort has {} levels.", levels);
+    return this;
+  }
 }

@@ -13,6 +13,7 @@ import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TensorPolicy;
+import dev.lms4j.core.plan.TensorPolicy;
 import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
 import java.util.Collection;
@@ -67,7 +68,7 @@ public final class Lms {
   private final Path dumpDot;
   private SwapRewriter.Mechanism mechanism;
 
-  private Lms(Builder b) {
+  Lms(LmsBuilder b) {
     this.budget = new Budget(b.budgetBytes, b.memRatio);
     this.params = b.params;
     this.backwardScope = b.backwardScope;
@@ -96,8 +97,8 @@ public final class Lms {
   }
 
   /** A builder: no budget, TFLMS's default parameters (auto-tuned), host tier. */
-  public static Builder builder() {
-    return new Builder();
+  public static LmsBuilder builder() {
+    return new LmsBuilder();
   }
 
   /** The mode this instance plans in (the default resolved). */
@@ -192,21 +193,16 @@ public final class Lms {
     LOG.info("[LMS][0] Editing model for LMS");
     DataflowGraph model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
         backwardScope, runOps);
-    GraphStats stats = GraphStats.of(model);
-    LOG.info("[LMS][0] The graph has {} vertices and {} edges.", stats.ops(), stats.edges());
-    LOG.info("[LMS][0] The graph has {} MiB of learning parameters.",
-        String.format("%.1f", stats.parameterBytes() / 1048576.0));
-    LOG.info("[LMS][0] The largest operation is {} consuming {} MiB", stats.largestOp(),
-        String.format("%.1f", stats.largestOpBytes() / 1048576.0));
-    LOG.info("[LMS][0] Original categorized topological sort has {} levels.", stats.levels());
+    GraphStats stats = GraphStats.of(model).logged();
     long before = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
-    PlanningContext ctx = context(gd, model);
     if (SwapRewriter.isRewritten(gd) || model.isRewritten()) {
       LOG.info("[LMS][0] This model has already been updated with LMS swap operations. "
           + "LMS will not re-process it.");
-      return new LmsResult(gd, MemoryPlan.unchanged(mode.cliName(), model, ctx, before), model,
-          stats, before, ms(t0), 0, null);
+      return new LmsResult(gd, MemoryPlan.unchanged(mode.cliName(), model,
+          PlanningContext.of(budget, TensorPolicy.builtin(model)), before), model, stats,
+          before, ms(t0), 0, null);
     }
+    PlanningContext ctx = context(gd, model);
     if (mode.plans()) {
       budget.requireFloor(LowerBound.of(model));
     }
@@ -232,8 +228,7 @@ public final class Lms {
     }
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
-    LmsResult r = new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled);
-    return r;
+    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled);
   }
 
   /** The planning context for {@code model} (the tensor policy from {@link PolicySources}). */
@@ -244,154 +239,5 @@ public final class Lms {
 
   private static long ms(long t0) {
     return (System.nanoTime() - t0) / 1_000_000;
-  }
-
-  /** Builder for {@link Lms}. */
-  public static final class Builder {
-    private long budgetBytes;
-    private SwapParams params = SwapParams.defaults();
-    private double memRatio = Budget.DEFAULT_MEM_RATIO;
-    private String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
-    private Path swapDir;
-    private LmsMode mode;
-    private CostModel costModel = CostModel.defaults();
-    private long smallNodeLimitBytes;
-    private Scheduling.Scheduler scheduler = Scheduling.Scheduler.NONE;
-    private Path rematDump;
-    private SwapPath swapPath = SwapPath.AUTO;
-    private boolean swapOverlap;
-    private Set<String> recomputeOps = Set.of();
-    private Path dumpDot;
-
-    private Builder() {}
-
-    /**
-     * Writes the graph before and after the rewrite to {@code before.dot} and {@code after.dot}
-     * in this directory, swapped and recomputed ops marked ({@link DotDump}).
-     */
-    public Builder dumpDot(Path dir) {
-      this.dumpDot = dir;
-      return this;
-    }
-
-    /**
-     * The mode (default: {@link LmsMode#AUTO} when a budget or TFLMS parameters are set, else
-     * {@link LmsMode#OFF}). {@code auto} and {@code swap} with TFLMS parameters set by hand plan
-     * with TFLMS.
-     */
-    public Builder mode(LmsMode m) {
-      this.mode = Objects.requireNonNull(m);
-      return this;
-    }
-
-    /**
-     * Manual recomputation, the Java counterpart of the {@code _recompute_hint} attribute: these
-     * forward ops (by name) are recomputed in the backward pass, in connected groups, together
-     * with the ops marked by the attribute, in every mode (with {@link LmsMode#REMAT} only
-     * these, whatever the budget). Random, stateful, fed, variable and constant ops cannot be
-     * named ({@link #build} succeeds, {@link Lms#rewrite} throws IllegalArgumentException).
-     *
-     * <pre>{@code
-     * Lms.builder().mode(LmsMode.REMAT).recompute(Set.of("relu1", "bias1")).build();
-     * }</pre>
-     */
-    public Builder recompute(Collection<String> opNames) {
-      this.recomputeOps = Set.copyOf(opNames);
-      return this;
-    }
-
-    /** Tensors smaller than this are never rematerialized (the XLA-style modes). */
-    public Builder smallNodeLimitBytes(long bytes) {
-      if (bytes < 0) {
-        throw new IllegalArgumentException("small node limit must be >= 0");
-      }
-      this.smallNodeLimitBytes = bytes;
-      return this;
-    }
-
-    /**
-     * How swapped tensors move (default {@link SwapPath#AUTO}: the native swap ops when their
-     * library loads in this JVM, else standard ops).
-     */
-    public Builder swapPath(SwapPath p) {
-      this.swapPath = Objects.requireNonNull(p);
-      return this;
-    }
-
-    /**
-     * The scheduling step run before planning, for every mode: AddN chains and the scheduler's
-     * order enforced by control edges ({@link Scheduling}); default none.
-     */
-    public Builder scheduler(Scheduling.Scheduler s) {
-      this.scheduler = Objects.requireNonNull(s);
-      return this;
-    }
-
-    /** Writes the XLA-style rematerializer's per-op memory and decisions here (.json or TSV). */
-    public Builder rematDump(Path file) {
-      this.rematDump = file;
-      return this;
-    }
-
-    /**
-     * Native path only: swap-outs leave their copy to the library's copy thread so it overlaps
-     * with compute (ops still run in the planned order; a swap-in waits for its copy). Default
-     * off.
-     */
-    public Builder swapOverlap(boolean on) {
-      this.swapOverlap = on;
-      return this;
-    }
-
-    /** The cost model plans are compared with (default: {@link CostModel#defaults()}). */
-    public Builder costModel(CostModel cm) {
-      this.costModel = Objects.requireNonNull(cm);
-      return this;
-    }
-
-    /** The device memory budget in bytes. */
-    public Builder budget(long bytes) {
-      if (bytes <= 0) {
-        throw new IllegalArgumentException("budget must be positive");
-      }
-      this.budgetBytes = bytes;
-      return this;
-    }
-
-    /** TFLMS parameters and filters (default: auto-tune everything, host tier). */
-    public Builder params(SwapParams p) {
-      this.params = Objects.requireNonNull(p);
-      return this;
-    }
-
-    /**
-     * The share of the budget the simulated peak may use (TFLMS's
-     * {@code TF_LMS_SIMULATOR_MEM_RATIO}; lms4j default 0.8): the rest is margin for
-     * fragmentation and kernel scratch memory.
-     */
-    public Builder memRatio(double r) {
-      if (!(r > 0 && r <= 1)) {
-        throw new IllegalArgumentException("memory ratio must be in (0, 1]");
-      }
-      this.memRatio = r;
-      return this;
-    }
-
-    /** Name scope of gradient ops (default {@code gradients}). */
-    public Builder backwardScope(String scope) {
-      this.backwardScope = Objects.requireNonNull(scope);
-      return this;
-    }
-
-    /** Directory for the disk tier's swap files. */
-    public Builder swapDir(Path dir) {
-      this.swapDir = dir;
-      return this;
-    }
-
-    /** The configured instance. */
-    public Lms build() {
-      return new Lms(this);
-    }
   }
 }

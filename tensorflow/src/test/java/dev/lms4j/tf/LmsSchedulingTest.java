@@ -11,7 +11,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.tensorflow.proto.NodeDef;
 
-/** The scheduling step of {@link Lms} ({@link Lms.Builder#scheduler}) on real graphs. */
+/** The scheduling step of {@link Lms} ({@link LmsBuilder#scheduler}) on real graphs. */
 class LmsSchedulingTest {
 
   /**

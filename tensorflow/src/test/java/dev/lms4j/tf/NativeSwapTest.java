@@ -199,7 +199,7 @@ class NativeSwapTest {
   @Test
   void thePlannersCostModelUsesTheBandwidthOfTheActivePath() {
     double standard = dev.lms4j.core.memory.CostModel.defaults().swapBandwidth();
-    Lms.Builder b = Lms.builder().budget(1L << 30);
+    LmsBuilder b = Lms.builder().budget(1L << 30);
     assertThat(b.swapPath(SwapPath.STANDARD).build().costModel().swapBandwidth())
         .isEqualTo(standard);
     assertThat(b.swapPath(SwapPath.NATIVE).build().costModel().swapBandwidth())

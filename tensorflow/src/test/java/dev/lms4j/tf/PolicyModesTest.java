@@ -55,7 +55,7 @@ class PolicyModesTest {
     Map.Entry<String, Integer> reader = relu0Reader();
     GraphDef gd = marked(reader.getKey(), reader.getValue());
     // a generous budget: the marks alone are the plan (no mode needs to add anything)
-    Lms.Builder b = Lms.builder().mode(mode).dumpDot(dir.resolve("dot"));
+    LmsBuilder b = Lms.builder().mode(mode).dumpDot(dir.resolve("dot"));
     if (mode != LmsMode.REMAT) {
       b.budget(1L << 30);
     }

@@ -1,0 +1,167 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.memory.CostModel;
+import dev.lms4j.core.plan.Budget;
+import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.SwapParams;
+import dev.lms4j.core.schedule.Scheduling;
+import java.nio.file.Path;
+import java.util.Collection;
+import java.util.Objects;
+import java.util.Set;
+
+/**
+ * Builder for {@link Lms}: every setting has a default; the mode defaults to {@code auto} when a
+ * budget (or TFLMS parameters) is set, else {@code off}.
+ *
+ * <pre>{@code
+ * Lms lms = Lms.builder().budget(512L << 20).mode(LmsMode.SWAP).swapPath(SwapPath.NATIVE).build();
+ * }</pre>
+ */
+public final class LmsBuilder {
+  long budgetBytes;
+  SwapParams params = SwapParams.defaults();
+  double memRatio = Budget.DEFAULT_MEM_RATIO;
+  String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
+  Path swapDir;
+  LmsMode mode;
+  CostModel costModel = CostModel.defaults();
+  long smallNodeLimitBytes;
+  Scheduling.Scheduler scheduler = Scheduling.Scheduler.NONE;
+  Path rematDump;
+  SwapPath swapPath = SwapPath.AUTO;
+  boolean swapOverlap;
+  Set<String> recomputeOps = Set.of();
+  Path dumpDot;
+
+  LmsBuilder() {}
+
+  /**
+   * Writes the graph before and after the rewrite to {@code before.dot} and {@code after.dot}
+   * in this directory, swapped and recomputed ops marked ({@link DotDump}).
+   */
+  public LmsBuilder dumpDot(Path dir) {
+    this.dumpDot = dir;
+    return this;
+  }
+
+  /**
+   * The mode (default: {@link LmsMode#AUTO} when a budget or TFLMS parameters are set, else
+   * {@link LmsMode#OFF}). {@code auto} and {@code swap} with TFLMS parameters set by hand plan
+   * with TFLMS.
+   */
+  public LmsBuilder mode(LmsMode m) {
+    this.mode = Objects.requireNonNull(m);
+    return this;
+  }
+
+  /**
+   * Manual recomputation, the Java counterpart of the {@code _recompute_hint} attribute: these
+   * forward ops (by name) are recomputed in the backward pass, in connected groups, together
+   * with the ops marked by the attribute, in every mode (with {@link LmsMode#REMAT} only
+   * these, whatever the budget). Random, stateful, fed, variable and constant ops cannot be
+   * named ({@link #build} succeeds, {@link Lms#rewrite} throws IllegalArgumentException).
+   *
+   * <pre>{@code
+   * Lms.builder().mode(LmsMode.REMAT).recompute(Set.of("relu1", "bias1")).build();
+   * }</pre>
+   */
+  public LmsBuilder recompute(Collection<String> opNames) {
+    this.recomputeOps = Set.copyOf(opNames);
+    return this;
+  }
+
+  /** Tensors smaller than this are never rematerialized (the XLA-style modes). */
+  public LmsBuilder smallNodeLimitBytes(long bytes) {
+    if (bytes < 0) {
+      throw new IllegalArgumentException("small node limit must be >= 0");
+    }
+    this.smallNodeLimitBytes = bytes;
+    return this;
+  }
+
+  /**
+   * How swapped tensors move (default {@link SwapPath#AUTO}: the native swap ops when their
+   * library loads in this JVM, else standard ops).
+   */
+  public LmsBuilder swapPath(SwapPath p) {
+    this.swapPath = Objects.requireNonNull(p);
+    return this;
+  }
+
+  /**
+   * The scheduling step run before planning, for every mode: AddN chains and the scheduler's
+   * order enforced by control edges ({@link Scheduling}); default none.
+   */
+  public LmsBuilder scheduler(Scheduling.Scheduler s) {
+    this.scheduler = Objects.requireNonNull(s);
+    return this;
+  }
+
+  /** Writes the XLA-style rematerializer's per-op memory and decisions here (.json or TSV). */
+  public LmsBuilder rematDump(Path file) {
+    this.rematDump = file;
+    return this;
+  }
+
+  /**
+   * Native path only: swap-outs leave their copy to the library's copy thread so it overlaps
+   * with compute (ops still run in the planned order; a swap-in waits for its copy). Default
+   * off.
+   */
+  public LmsBuilder swapOverlap(boolean on) {
+    this.swapOverlap = on;
+    return this;
+  }
+
+  /** The cost model plans are compared with (default: {@link CostModel#defaults()}). */
+  public LmsBuilder costModel(CostModel cm) {
+    this.costModel = Objects.requireNonNull(cm);
+    return this;
+  }
+
+  /** The device memory budget in bytes. */
+  public LmsBuilder budget(long bytes) {
+    if (bytes <= 0) {
+      throw new IllegalArgumentException("budget must be positive");
+    }
+    this.budgetBytes = bytes;
+    return this;
+  }
+
+  /** TFLMS parameters and filters (default: auto-tune everything, host tier). */
+  public LmsBuilder params(SwapParams p) {
+    this.params = Objects.requireNonNull(p);
+    return this;
+  }
+
+  /**
+   * The share of the budget the simulated peak may use (TFLMS's
+   * {@code TF_LMS_SIMULATOR_MEM_RATIO}; lms4j default 0.8): the rest is margin for
+   * fragmentation and kernel scratch memory.
+   */
+  public LmsBuilder memRatio(double r) {
+    if (!(r > 0 && r <= 1)) {
+      throw new IllegalArgumentException("memory ratio must be in (0, 1]");
+    }
+    this.memRatio = r;
+    return this;
+  }
+
+  /** Name scope of gradient ops (default {@code gradients}). */
+  public LmsBuilder backwardScope(String scope) {
+    this.backwardScope = Objects.requireNonNull(scope);
+    return this;
+  }
+
+  /** Directory for the disk tier's swap files. */
+  public LmsBuilder swapDir(Path dir) {
+    this.swapDir = dir;
+    return this;
+  }
+
+  /** The configured instance. */
+  public Lms build() {
+    return new Lms(this);
+  }
+}
