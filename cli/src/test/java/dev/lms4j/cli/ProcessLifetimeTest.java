@@ -123,6 +123,7 @@ class ProcessLifetimeTest {
   void sigkillOfTheParentEndsTheWorker() throws Exception {
     Parent p = stepsRun();
     ProcessHandle worker = p.worker();
+    started.add(worker);
     signal(p.process(), "KILL");
     assertThat(p.process().waitFor(5, TimeUnit.SECONDS)).isTrue();
     assertEndsWithin5s(worker);
@@ -132,6 +133,7 @@ class ProcessLifetimeTest {
   void sigtermOfTheParentEndsTheWorker() throws Exception {
     Parent p = stepsRun();
     ProcessHandle worker = p.worker();
+    started.add(worker);
     signal(p.process(), "TERM");
     assertEndsWithin5s(worker);
     assertThat(p.process().waitFor(5, TimeUnit.SECONDS)).isTrue();
@@ -141,6 +143,7 @@ class ProcessLifetimeTest {
   void ctrlCStopsTheTraining() throws Exception {
     Parent p = trainerRun();
     ProcessHandle worker = p.worker();
+    started.add(worker);
     signal(p.process(), "INT");
     assertEndsWithin5s(worker);
     assertThat(p.process().waitFor(5, TimeUnit.SECONDS)).isTrue();
