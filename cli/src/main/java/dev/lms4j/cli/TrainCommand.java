@@ -111,6 +111,7 @@ final class TrainCommand implements Callable<Integer> {
       throw new IllegalArgumentException("--resume needs --checkpoint-dir");
     }
     if (checkpointDir != null) {
+      Paths.checkDirectory(checkpointDir, "--checkpoint-dir");
       CheckpointBackends.findOrThrow(checkpointBackend);
       if (checkpointEvery < 1) {
         throw new IllegalArgumentException("--checkpoint-every must be >= 1");

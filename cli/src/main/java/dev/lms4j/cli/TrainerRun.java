@@ -88,7 +88,7 @@ final class TrainerRun {
         history = t.fit(data.train(), todo, callbacks.toArray(Callback[]::new));
       } catch (PlanningException e) {
         report.error(e.getMessage());
-        out.println("Does not fit: " + e.getMessage());
+        System.err.println("lms4j: does not fit: " + e.getMessage());
         return Main.FAILED;
       }
       Logs test = t.evaluate(data.test());
