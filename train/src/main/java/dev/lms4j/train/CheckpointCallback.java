@@ -26,9 +26,11 @@ import org.slf4j.LoggerFactory;
  * }
  * }</pre>
  *
- * Checkpoints carry the global step and the epoch in their metadata. A resumed run continues
- * after the checkpoint's last whole epoch, so with epoch checkpoints (and optimizer state) it
- * reaches the same losses as an uninterrupted run. Optimizer state is every variable under the
+ * Checkpoints carry the global step and the epoch in their metadata, and a checkpoint taken
+ * inside an epoch also the step within it and the epoch's loss and metric sums so far. A resumed
+ * run continues exactly where the checkpoint was taken (the same batches follow, the step counter
+ * goes on), so with optimizer state it reaches the same losses as an uninterrupted run, bit for
+ * bit; a checkpoint after an epoch's last step counts that epoch as complete. Optimizer state is every variable under the
  * {@code train/} scope (the zoo's convention for slots such as momentum accumulators).
  * With {@code async}, saves take a snapshot and write in the background
  * ({@link AsyncCheckpointer}); errors surface at the next save or at the end of training.
@@ -49,6 +51,7 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
   private List<String> variables;
   private long globalStep;
   private int epoch;
+  private int stepsPerEpoch;
   private CheckpointInfo resumedFrom;
   private boolean closed;
 
@@ -110,12 +113,19 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
       resumedFrom = c;
       globalStep = c.step();
       int epochs = Integer.parseInt(c.metadata().getOrDefault("epoch", "0"));
-      t.resumeAfter(epochs);
-      LOG.info("resumed from checkpoint {} (step {}, epoch {}, {} of {} variables)",
-          c.location(), c.step(), epochs, saved.size(), variables.size());
+      int steps = Integer.parseInt(c.metadata().getOrDefault("batch", "0"));
+      t.resumeAfter(epochs, steps, sums(c.metadata().get("sums")));
+      LOG.info("resumed from checkpoint {} (step {}, epoch {}{}, {} of {} variables)",
+          c.location(), c.step(), epochs, steps > 0 ? " and " + steps + " steps of the next"
+              : "", saved.size(), variables.size());
     } catch (IOException e) {
       throw new UncheckedIOException("cannot resume from " + backend, e);
     }
+  }
+
+  @Override
+  public void onTrainBegin(FitInfo info) {
+    stepsPerEpoch = info.stepsPerEpoch();
   }
 
   @Override
@@ -127,8 +137,36 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
   public void onBatchEnd(int batch, Logs logs) {
     globalStep++;
     if (everyBatches > 0 && globalStep % everyBatches == 0) {
-      save(Map.of("epoch", Integer.toString(epoch - 1), "batch", Integer.toString(batch)));
+      if (batch >= stepsPerEpoch) {
+        // the epoch's last step: the epoch is complete
+        save(Map.of("epoch", Integer.toString(epoch)));
+      } else {
+        // where inside the epoch, with the epoch's sums so far, for an exact resume
+        save(Map.of("epoch", Integer.toString(epoch - 1), "batch", Integer.toString(batch),
+            "sums", sums(trainer.epochSums())));
+      }
     }
+  }
+
+  /** Doubles as exact hexadecimal literals, comma-separated. */
+  private static String sums(double[] v) {
+    StringBuilder b = new StringBuilder();
+    for (double d : v) {
+      b.append(b.length() == 0 ? "" : ",").append(Double.toHexString(d));
+    }
+    return b.toString();
+  }
+
+  private static double[] sums(String s) {
+    if (s == null || s.isEmpty()) {
+      return null;
+    }
+    String[] f = s.split(",");
+    double[] v = new double[f.length];
+    for (int i = 0; i < f.length; i++) {
+      v[i] = Double.parseDouble(f[i]);
+    }
+    return v;
   }
 
   @Override
