@@ -53,6 +53,7 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
   private int epoch;
   private int stepsPerEpoch;
   private CheckpointInfo resumedFrom;
+  private final List<String> skipped = new java.util.ArrayList<>();
   private boolean closed;
 
   private CheckpointCallback(Builder b) {
@@ -87,6 +88,14 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
     return Optional.ofNullable(resumedFrom);
   }
 
+  /**
+   * The newer checkpoints the resume skipped because they could not be loaded (a flipped byte,
+   * a truncated file), each as {@code location: reason}; empty when the newest one loaded.
+   */
+  public List<String> skipped() {
+    return List.copyOf(skipped);
+  }
+
   /** The variables saved, once the session has started. */
   public List<String> variables() {
     return variables == null ? List.of() : variables;
@@ -102,14 +111,42 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
       return;
     }
     try {
-      Optional<CheckpointInfo> latest = backend.latest();
-      if (latest.isEmpty()) {
+      List<CheckpointInfo> saves = backend.list();
+      if (saves.isEmpty()) {
         LOG.info("no checkpoint to resume from in {}; starting from scratch", backend);
         return;
       }
-      CheckpointInfo c = latest.get();
-      List<String> saved = variables.stream().filter(v -> c.tensor(v).isPresent()).toList();
-      Checkpoints.load(t.session(), saved, c, backend);
+      CheckpointInfo c = null;
+      List<String> saved = List.of();
+      // the newest checkpoint that loads; a damaged one is named and skipped
+      for (int i = saves.size() - 1; i >= 0 && c == null; i--) {
+        CheckpointInfo candidate = saves.get(i);
+        // a checkpoint that does not list its tensors (a foreign TF one) is tried whole
+        List<String> matching = candidate.tensors().isEmpty() ? variables : variables.stream()
+            .filter(v -> candidate.tensor(v).isPresent()).toList();
+        if (matching.isEmpty()) {
+          throw new IllegalArgumentException("checkpoint " + candidate.location() + " matches "
+              + "none of the model's " + variables.size() + " variables (it holds "
+              + candidate.tensors().size() + " tensors, e.g. '"
+              + (candidate.tensors().isEmpty() ? "" : candidate.tensors().get(0).name())
+              + "'): it was written by another model");
+        }
+        try {
+          Checkpoints.load(t.session(), matching, candidate, backend);
+          c = candidate;
+          saved = matching;
+        } catch (IOException e) {
+          String why = String.valueOf(e.getMessage()).replaceAll("\\s+", " ");
+          skipped.add(candidate.location() + ": " + why);
+          LOG.warn("checkpoint {} (step {}) cannot be loaded: {}; {}", candidate.location(),
+              candidate.step(), why, i > 0 ? "falling back to the previous one"
+                  : "no older checkpoint left");
+        }
+      }
+      if (c == null) {
+        throw new IOException("none of the " + saves.size() + " checkpoints in " + backend
+            + " can be loaded (see the warnings above)");
+      }
       resumedFrom = c;
       globalStep = c.step();
       int epochs = Integer.parseInt(c.metadata().getOrDefault("epoch", "0"));

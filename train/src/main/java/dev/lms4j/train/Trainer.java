@@ -279,6 +279,30 @@ public final class Trainer implements AutoCloseable {
     return Collections.unmodifiableList(history);
   }
 
+  /**
+   * Trains until epoch {@code lastEpoch} is complete, counting the epochs a resume (from
+   * {@link Callback#onSessionStart}, e.g. {@code CheckpointCallback}) says are done: starts the
+   * session first, then runs {@link #fit} for the epochs left, or nothing when none are.
+   *
+   * @param train     the training data
+   * @param lastEpoch the epoch to end with, at least 1
+   * @param callbacks hooks, as for {@link #fit}
+   * @return the logs of each epoch trained by this call; empty when none was left
+   * @throws IllegalArgumentException as {@link #fit}, or when {@code lastEpoch < 1}
+   * @throws IllegalStateException    when the trainer is closed
+   */
+  public List<Logs> fitUntil(Dataset train, int lastEpoch, Callback... callbacks) {
+    checkOpen();
+    if (lastEpoch < 1) {
+      throw new IllegalArgumentException("the last epoch must be >= 1, got " + lastEpoch);
+    }
+    start(callbacks(callbacks));
+    if (epochsDone >= lastEpoch) {
+      return List.of();
+    }
+    return fit(train, lastEpoch - epochsDone, callbacks);
+  }
+
   private Logs epoch(Dataset train, int epoch, FitInfo info, List<Callback> cbs) {
     for (Callback cb : cbs) {
       cb.onEpochBegin(epoch);
