@@ -93,7 +93,11 @@ final class TrainerRun {
         return Main.FAILED;
       } catch (java.io.UncheckedIOException e) {
         // a checkpoint that could not be written (disk full, ...): the earlier ones are intact
-        String why = e.getMessage() + ": " + e.getCause().getMessage();
+        Throwable root = e;
+        while (root.getCause() != null) {
+          root = root.getCause();
+        }
+        String why = e.getMessage() + ": " + root.getMessage();
         report.error(why);
         System.err.println("lms4j: " + why);
         return Main.FAILED;
