@@ -77,7 +77,7 @@ class BadInputFuzzTest {
     return e.list().ofMinSize(1).ofMaxSize(3);
   }
 
-  @Property(tries = 25, shrinking = ShrinkingMode.OFF, seed = "17")
+  @Property(tries = 20, shrinking = ShrinkingMode.OFF, seed = "17")
   void mutatedGraphsNeverCrash(@ForAll("graphEdits") List<GraphEdit> edits) throws Exception {
     byte[] bytes = mutate(graph, edits);
     Path pb = dir.resolve("g.pb");
@@ -85,7 +85,7 @@ class BadInputFuzzTest {
     check(edits.toString(), pb, goodManifest);
   }
 
-  @Property(tries = 25, shrinking = ShrinkingMode.OFF, seed = "17")
+  @Property(tries = 20, shrinking = ShrinkingMode.OFF, seed = "17")
   void mutatedManifestsNeverCrash(@ForAll("manifestEdits") List<ManifestEdit> edits)
       throws Exception {
     ObjectNode m = manifest.deepCopy();
