@@ -54,6 +54,15 @@ final class BenchCommand implements Callable<Integer> {
     if (batch != null && batch < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
     }
+    if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native")
+        .contains(suite)) {
+      throw new IllegalArgumentException("--suite must be quick, full, smoke, steptime, "
+          + "checkpoint or native");
+    }
+    Paths.checkDirectory(out, "--out");
+    if (model != null) {
+      dev.lms4j.train.models.ModelZoo.getOrThrow(model);
+    }
     switch (suite) {
       case "quick", "full", "smoke", "steptime" -> ModelBench.run(model == null
           ? ModelBench.suite(suite)

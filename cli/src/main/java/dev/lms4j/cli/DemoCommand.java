@@ -44,6 +44,10 @@ final class DemoCommand implements Callable<Integer> {
       throw new IllegalArgumentException("--steps must be >= 1");
     }
     long fixedBudget = budget == null ? 0 : dev.lms4j.core.report.Sizes.parse(budget);
+    if (fixedBudget > 0 && fixedBudget < 1 << 20) {
+      throw new IllegalArgumentException("--budget " + budget + " is below 1 MiB, the smallest "
+          + "budget TensorFlow's allocator limit can express");
+    }
     Reports.checkWritable(report);
     TrainingGraph tg = modelArgs.build();
     int batch = (int) tg.manifest().batchSize();

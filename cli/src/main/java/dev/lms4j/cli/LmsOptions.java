@@ -239,10 +239,19 @@ final class LmsOptions {
 
   /** The op times of {@code --profile}, microseconds by op name; throws when none can be read. */
   Map<String, Double> profileUs() {
+    if (Files.isDirectory(profile)) {
+      throw new IllegalArgumentException("--profile " + profile + " is a directory, not a trace");
+    }
     if (!Files.isRegularFile(profile)) {
       throw new IllegalArgumentException("--profile " + profile + ": no such file");
     }
-    Map<String, Double> us = CostModel.loadTrace(profile);
+    Map<String, Double> us;
+    try {
+      us = CostModel.loadTrace(profile);
+    } catch (java.io.UncheckedIOException e) {
+      throw new IllegalArgumentException("--profile " + profile + " is not a trace (expected "
+          + "the tab-separated text LMS4J_DUMP_TRACE writes): " + e.getCause().getMessage());
+    }
     if (us.isEmpty()) {
       throw new IllegalArgumentException("--profile " + profile + ": no op times in it (expected "
           + "the tab-separated trace LMS4J_DUMP_TRACE writes)");
@@ -278,7 +287,13 @@ final class LmsOptions {
   }
 
   long budgetBytes() {
-    return budget == null ? 0 : Sizes.parse(budget);
+    long b = budget == null ? 0 : Sizes.parse(budget);
+    if (b > 0 && b < 1 << 20) {
+      // TF_CPU_BFC_MEM_LIMIT_IN_MB takes whole MiB
+      throw new IllegalArgumentException("--budget " + budget + " is below 1 MiB, the smallest "
+          + "budget TensorFlow's allocator limit can express");
+    }
+    return b;
   }
 
   SwapParams params(int batch) {
@@ -322,6 +337,12 @@ final class LmsOptions {
     }
     if (!(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
+    }
+    if (debugLevel < 1 || debugLevel > 2) {
+      throw new IllegalArgumentException("--debug-level must be 1 or 2, not " + debugLevel);
+    }
+    if (swapDir != null) {
+      Paths.checkDirectory(swapDir, "--swap-dir");
     }
   }
 }

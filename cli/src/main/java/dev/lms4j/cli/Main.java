@@ -38,8 +38,17 @@ public final class Main implements Runnable {
         err.println("lms4j: " + message(ex));
         return BAD_INPUT;
       }
+      if (ex instanceof java.nio.file.AccessDeniedException) {
+        err.println("lms4j: permission denied: " + ex.getMessage());
+        return BAD_INPUT;
+      }
       if (ex instanceof PlanningException) {
         err.println("lms4j: " + ex.getMessage());
+        return FAILED;
+      }
+      if (ex instanceof java.io.IOException || ex instanceof java.io.UncheckedIOException) {
+        // a file system failure during the run (disk full, a file removed under us)
+        err.println("lms4j: " + ioMessage(ex));
         return FAILED;
       }
       err.println("lms4j: " + ex);
@@ -48,11 +57,20 @@ public final class Main implements Runnable {
     });
     cl.setParameterExceptionHandler((ex, args) -> {
       CommandLine cmd = ex.getCommandLine();
-      cmd.getErr().println("lms4j: " + ex.getMessage());
-      cmd.getErr().println("Try '" + cmd.getCommandSpec().qualifiedName() + " --help'.");
+      cmd.getErr().println("lms4j: " + ex.getMessage().strip().replace('\n', ' ') + " (see '"
+          + cmd.getCommandSpec().qualifiedName() + " --help')");
       return BAD_INPUT;
     });
     return cl;
+  }
+
+  private static String ioMessage(Exception ex) {
+    Throwable t = ex instanceof java.io.UncheckedIOException u ? u.getCause() : ex;
+    String m = t.getMessage();
+    if (t instanceof java.nio.file.FileSystemException fs && fs.getReason() != null) {
+      m = fs.getFile() + ": " + fs.getReason();
+    }
+    return "input/output error: " + (m == null ? t.getClass().getSimpleName() : m);
   }
 
   private static String message(Exception ex) {

@@ -76,7 +76,7 @@ final class Pipeline {
         } catch (PlanningException e) {
           report.error(e.getMessage());
           report.extra("smallest_budget").put("bytes", e.smallestBudgetBytes());
-          out.println("Does not fit: " + e.getMessage());
+          System.err.println("lms4j: does not fit: " + e.getMessage());
           return new Outcome(report, tg, null, null, 1);
         }
         toRun = new TrainingGraph(lms.graphDef(), tg.manifest());

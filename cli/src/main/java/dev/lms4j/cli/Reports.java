@@ -23,6 +23,13 @@ final class Reports {
     if (Files.isDirectory(file)) {
       throw new IllegalArgumentException("cannot write " + file + ": it is a directory");
     }
+    if (!Files.isWritable(dir)) {
+      throw new IllegalArgumentException("cannot write " + file + ": the directory " + dir
+          + " is not writable");
+    }
+    if (Files.exists(file) && !Files.isWritable(file)) {
+      throw new IllegalArgumentException("cannot write " + file + ": it is read-only");
+    }
   }
 
   /** Fills the graph, plan and predicted-peak sections from an LMS result. */

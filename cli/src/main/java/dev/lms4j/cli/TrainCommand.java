@@ -111,6 +111,7 @@ final class TrainCommand implements Callable<Integer> {
       throw new IllegalArgumentException("--resume needs --checkpoint-dir");
     }
     if (checkpointDir != null) {
+      Paths.checkDirectory(checkpointDir, "--checkpoint-dir");
       CheckpointBackends.findOrThrow(checkpointBackend);
       if (checkpointEvery < 1) {
         throw new IllegalArgumentException("--checkpoint-every must be >= 1");
@@ -126,6 +127,13 @@ final class TrainCommand implements Callable<Integer> {
     TrainingGraph tg = modelArgs.build();
     lms.validate((int) tg.manifest().batchSize());
     TrainerRun.Data d = TrainerRun.data(data, dataDir, tg, syntheticSize);
+    if (checkpointDir != null && !inWorker) {
+      try {
+        dev.lms4j.checkpoint.CheckpointLock.checkFree(checkpointDir);
+      } catch (IllegalStateException busy) {
+        throw new IllegalArgumentException(busy.getMessage());
+      }
+    }
     if (!inWorker) {
       return supervise(tg);
     }
@@ -143,6 +151,17 @@ final class TrainCommand implements Callable<Integer> {
     return code;
   }
 
+  /** The worker's last {@code lms4j: } line within its stderr tail, else the whole message. */
+  static String workerMessage(String message) {
+    int i = message.lastIndexOf("lms4j: ");
+    if (i < 0) {
+      return "the training worker stopped: " + message;
+    }
+    String s = message.substring(i + "lms4j: ".length());
+    int end = s.indexOf(" | ");
+    return end < 0 ? s : s.substring(0, end);
+  }
+
   /** Runs this same command in a budgeted worker JVM and relays its output. */
   private int supervise(TrainingGraph tg) throws Exception {
     List<String> args = new ArrayList<>(Arrays.asList(spec.commandLine().getParseResult()
@@ -156,8 +175,8 @@ final class TrainCommand implements Callable<Integer> {
       return 0;
     }
     if (w.exitCode() == Main.BAD_INPUT || w.exitCode() == Main.FAILED) {
-      // the worker's own message went to its stderr: show its last lines
-      System.err.println("lms4j: the training worker stopped: " + w.message());
+      // the worker's own one-line message went to its stderr: show it
+      System.err.println("lms4j: " + workerMessage(w.message()));
       return w.exitCode();
     }
     String why = w.oom() ? "OOM under a budget of " + mib + " MiB: " + w.message()

@@ -3,6 +3,7 @@ package dev.lms4j.cli;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.checkpoint.CheckpointBackend;
 import dev.lms4j.checkpoint.CheckpointBackends;
+import dev.lms4j.checkpoint.CheckpointLock;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.report.Report;
 import dev.lms4j.core.report.Sizes;
@@ -68,28 +69,38 @@ final class TrainerRun {
     callbacks.add(new ProgressCallback(out, false));
     CheckpointBackend backend = null;
     CheckpointCallback ckpt = null;
+    CheckpointLock lock = null;
     if (ckptBackend != null) {
+      lock = lock(ckptDir);
       backend = CheckpointBackends.open(ckptBackend, "dir=" + ckptDir.toAbsolutePath());
       CheckpointCallback.Builder cb = CheckpointCallback.builder(backend).resume(resume);
       ckpt = (perEpoch ? cb.everyEpochs(ckptEvery) : cb.everyBatches(ckptEvery)).build();
       callbacks.add(ckpt);
     }
     try (Trainer t = new Trainer(tg)) {
-      int todo = epochs;
-      if (ckpt != null && resume) {
-        todo = epochs - ckpt.latestEpoch();
-        if (todo <= 0) {
-          out.printf("Already trained %d epochs (checkpoint in %s); nothing to do.%n",
-              ckpt.latestEpoch(), ckptDir);
-          return 0;
-        }
-      }
       List<Logs> history;
       try {
-        history = t.fit(data.train(), todo, callbacks.toArray(Callback[]::new));
+        // the resume (in the session's start) says how many epochs are done: the newest
+        // checkpoint that loads, which need not be the newest one listed
+        history = t.fitUntil(data.train(), epochs, callbacks.toArray(Callback[]::new));
+        if (history.isEmpty()) {
+          out.printf("Already trained %d epochs (checkpoint in %s); nothing to do.%n",
+              t.epochsCompleted(), ckptDir);
+          return 0;
+        }
       } catch (PlanningException e) {
         report.error(e.getMessage());
-        out.println("Does not fit: " + e.getMessage());
+        System.err.println("lms4j: does not fit: " + e.getMessage());
+        return Main.FAILED;
+      } catch (java.io.UncheckedIOException e) {
+        // a checkpoint that could not be written (disk full, ...): the earlier ones are intact
+        Throwable root = e;
+        while (root.getCause() != null) {
+          root = root.getCause();
+        }
+        String why = e.getMessage() + ": " + root.getMessage();
+        report.error(why);
+        System.err.println("lms4j: " + why);
         return Main.FAILED;
       }
       Logs test = t.evaluate(data.test());
@@ -121,6 +132,18 @@ final class TrainerRun {
       if (backend != null) {
         backend.close();
       }
+      if (lock != null) {
+        lock.close();
+      }
+    }
+  }
+
+  /** The writer's lock of the checkpoint directory; another writer is bad input. */
+  static CheckpointLock lock(Path dir) throws java.io.IOException {
+    try {
+      return CheckpointLock.acquire(dir);
+    } catch (IllegalStateException e) {
+      throw new IllegalArgumentException(e.getMessage());
     }
   }
 }

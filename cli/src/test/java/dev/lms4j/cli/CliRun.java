@@ -16,15 +16,19 @@ final class CliRun {
     ByteArrayOutputStream o = new ByteArrayOutputStream();
     ByteArrayOutputStream e = new ByteArrayOutputStream();
     PrintStream oldOut = System.out;
+    PrintStream oldErr = System.err;
     int code;
-    try (PrintStream ps = new PrintStream(o, true, StandardCharsets.UTF_8)) {
+    try (PrintStream ps = new PrintStream(o, true, StandardCharsets.UTF_8);
+        PrintStream es = new PrintStream(e, true, StandardCharsets.UTF_8)) {
       System.setOut(ps);
+      System.setErr(es);
       var cl = Main.commandLine();
       cl.setOut(new PrintWriter(ps, true));
-      cl.setErr(new PrintWriter(e, true, StandardCharsets.UTF_8));
+      cl.setErr(new PrintWriter(es, true));
       code = cl.execute(args);
     } finally {
       System.setOut(oldOut);
+      System.setErr(oldErr);
     }
     return new Result(code, o.toString(StandardCharsets.UTF_8),
         e.toString(StandardCharsets.UTF_8));

@@ -86,7 +86,8 @@ class CliTest {
     // 4 x 512 MLP: ~2.5 MiB of weights; 1 MiB cannot hold them
     assertThat(run("analyze", "--graph", pb.toString(), "--manifest", manifest.toString(),
         "--budget", "1MiB", "--report", report.toString())).isEqualTo(1);
-    assertThat(out).contains("smallest budget that could work is about");
+    assertThat(err).contains("does not fit").contains("smallest budget that could work is about");
+    assertThat(out).doesNotContain("does not fit");
     JsonNode r = new ObjectMapper().readTree(report.toFile());
     assertThat(r.get("error").asText()).contains("smallest budget");
     assertThat(r.get("smallest_budget").get("bytes").asLong()).isGreaterThan(1 << 20);

@@ -104,6 +104,10 @@ public final class GraphImporter {
       String v = todo.poll();
       if (seen.add(v)) {
         for (String in : byName.get(v).getInputList()) {
+          if (!byName.containsKey(opName(in))) {
+            throw new IllegalArgumentException("the graph's node '" + v + "' reads '" + in
+                + "', but the graph has no node named '" + opName(in) + "'");
+          }
           todo.add(opName(in));
         }
       }

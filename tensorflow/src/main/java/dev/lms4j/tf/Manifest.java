@@ -67,10 +67,16 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
         throw new IllegalArgumentException("feed '" + name + "': unknown fill '" + fill
             + "' (expected one of " + sorted(FILLS) + ")");
       }
+      long elements = 1;
       for (long d : shape) {
         if (d < 0) {
           throw new IllegalArgumentException("feed '" + name + "': shape dimensions must be >= 0");
         }
+        if (d > 0 && elements > Long.MAX_VALUE / 8 / d) {
+          throw new IllegalArgumentException("feed '" + name + "': the shape "
+              + java.util.Arrays.toString(shape) + " is too large");
+        }
+        elements *= d;
       }
       shape = shape.clone();
     }
@@ -170,10 +176,12 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
       }
       long[] shape = new long[shapeNode.size()];
       for (int i = 0; i < shape.length; i++) {
-        if (!shapeNode.get(i).canConvertToLong()) {
-          throw new IllegalArgumentException("feed '" + name + "': shape must hold integers");
+        JsonNode d = shapeNode.get(i);
+        if (!d.isIntegralNumber() || !d.canConvertToLong()) {
+          throw new IllegalArgumentException("feed '" + name + "': shape must hold whole "
+              + "numbers, not " + d);
         }
-        shape[i] = shapeNode.get(i).asLong();
+        shape[i] = d.asLong();
       }
       feeds.add(new Feed(name, text(f, "dtype", "float32").toLowerCase(Locale.ROOT), shape,
           text(f, "fill", "normal").toLowerCase(Locale.ROOT)));
@@ -200,7 +208,19 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
 
   /** Reads and parses a manifest file. */
   public static Manifest read(Path path) throws IOException {
-    return parse(Files.readString(path));
+    if (Files.isDirectory(path)) {
+      throw new IllegalArgumentException("manifest " + path + " is a directory, not a JSON file");
+    }
+    if (Files.exists(path) && !Files.isReadable(path)) {
+      throw new IllegalArgumentException("manifest " + path + " cannot be read (permission "
+          + "denied)");
+    }
+    try {
+      return parse(Files.readString(path));
+    } catch (java.nio.charset.CharacterCodingException e) {
+      throw new IllegalArgumentException("manifest " + path + " is not UTF-8 text (is it a "
+          + "binary file?)");
+    }
   }
 
   /** The manifest as JSON. */

@@ -126,7 +126,13 @@ public final class NativeSwap {
         lib.toFile().deleteOnExit();
         Files.copy(in, lib, StandardCopyOption.REPLACE_EXISTING);
       }
-      TensorFlow.loadLibrary(lib.toString());
+      try {
+        TensorFlow.loadLibrary(lib.toString());
+      } finally {
+        // once dlopen'd (or failed) the file is not needed: deleting it now leaves no copy in
+        // the temp directory even when this JVM is killed later
+        Files.deleteIfExists(lib);
+      }
       loaded = true;
       reason = "loaded from " + lib;
       LOG.debug("native swap library {}", reason);

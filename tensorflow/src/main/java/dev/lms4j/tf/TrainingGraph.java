@@ -20,11 +20,26 @@ public record TrainingGraph(GraphDef graphDef, Manifest manifest) {
 
   /**
    * Loads a graph (a binary GraphDef file, or a SavedModel directory: its first meta graph) and a
-   * manifest file; bad input gives IllegalArgumentException.
+   * manifest file and {@linkplain #validate() checks} them; bad input gives
+   * IllegalArgumentException.
    */
   public static TrainingGraph load(Path graph, Path manifestJson) throws IOException {
     Manifest m = Manifest.read(manifestJson);
-    return new TrainingGraph(GraphDefs.readAny(graph, null), m);
+    TrainingGraph tg = new TrainingGraph(GraphDefs.readAny(graph, null), m);
+    tg.validate();
+    return tg;
+  }
+
+  /**
+   * Checks the graph and the manifest against it ({@link GraphChecks}): every input, feed, loss,
+   * train op, init op and metric names something the graph has.
+   *
+   * @return this
+   * @throws IllegalArgumentException naming the first problem found
+   */
+  public TrainingGraph validate() {
+    GraphChecks.check(graphDef, manifest);
+    return this;
   }
 
   /** Writes the graph as a binary GraphDef and the manifest as JSON. */

@@ -26,9 +26,11 @@ import org.slf4j.LoggerFactory;
  * }
  * }</pre>
  *
- * Checkpoints carry the global step and the epoch in their metadata. A resumed run continues
- * after the checkpoint's last whole epoch, so with epoch checkpoints (and optimizer state) it
- * reaches the same losses as an uninterrupted run. Optimizer state is every variable under the
+ * Checkpoints carry the global step and the epoch in their metadata, and a checkpoint taken
+ * inside an epoch also the step within it and the epoch's loss and metric sums so far. A resumed
+ * run continues exactly where the checkpoint was taken (the same batches follow, the step counter
+ * goes on), so with optimizer state it reaches the same losses as an uninterrupted run, bit for
+ * bit; a checkpoint after an epoch's last step counts that epoch as complete. Optimizer state is every variable under the
  * {@code train/} scope (the zoo's convention for slots such as momentum accumulators).
  * With {@code async}, saves take a snapshot and write in the background
  * ({@link AsyncCheckpointer}); errors surface at the next save or at the end of training.
@@ -49,7 +51,9 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
   private List<String> variables;
   private long globalStep;
   private int epoch;
+  private int stepsPerEpoch;
   private CheckpointInfo resumedFrom;
+  private final List<String> skipped = new java.util.ArrayList<>();
   private boolean closed;
 
   private CheckpointCallback(Builder b) {
@@ -84,6 +88,14 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
     return Optional.ofNullable(resumedFrom);
   }
 
+  /**
+   * The newer checkpoints the resume skipped because they could not be loaded (a flipped byte,
+   * a truncated file), each as {@code location: reason}; empty when the newest one loaded.
+   */
+  public List<String> skipped() {
+    return List.copyOf(skipped);
+  }
+
   /** The variables saved, once the session has started. */
   public List<String> variables() {
     return variables == null ? List.of() : variables;
@@ -99,23 +111,58 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
       return;
     }
     try {
-      Optional<CheckpointInfo> latest = backend.latest();
-      if (latest.isEmpty()) {
+      List<CheckpointInfo> saves = backend.list();
+      if (saves.isEmpty()) {
         LOG.info("no checkpoint to resume from in {}; starting from scratch", backend);
         return;
       }
-      CheckpointInfo c = latest.get();
-      List<String> saved = variables.stream().filter(v -> c.tensor(v).isPresent()).toList();
-      Checkpoints.load(t.session(), saved, c, backend);
+      CheckpointInfo c = null;
+      List<String> saved = List.of();
+      // the newest checkpoint that loads; a damaged one is named and skipped
+      for (int i = saves.size() - 1; i >= 0 && c == null; i--) {
+        CheckpointInfo candidate = saves.get(i);
+        // a checkpoint that does not list its tensors (a foreign TF one) is tried whole
+        List<String> matching = candidate.tensors().isEmpty() ? variables : variables.stream()
+            .filter(v -> candidate.tensor(v).isPresent()).toList();
+        if (matching.isEmpty()) {
+          throw new IllegalArgumentException("checkpoint " + candidate.location() + " matches "
+              + "none of the model's " + variables.size() + " variables (it holds "
+              + candidate.tensors().size() + " tensors, e.g. '"
+              + (candidate.tensors().isEmpty() ? "" : candidate.tensors().get(0).name())
+              + "'): it was written by another model");
+        }
+        try {
+          Checkpoints.load(t.session(), matching, candidate, backend);
+          c = candidate;
+          saved = matching;
+        } catch (IOException e) {
+          String why = String.valueOf(e.getMessage()).replaceAll("\\s+", " ");
+          skipped.add(candidate.location() + ": " + why);
+          LOG.warn("checkpoint {} (step {}) cannot be loaded: {}; {}", candidate.location(),
+              candidate.step(), why, i > 0 ? "falling back to the previous one"
+                  : "no older checkpoint left");
+        }
+      }
+      if (c == null) {
+        throw new IOException("none of the " + saves.size() + " checkpoints in " + backend
+            + " can be loaded (see the warnings above)");
+      }
       resumedFrom = c;
       globalStep = c.step();
       int epochs = Integer.parseInt(c.metadata().getOrDefault("epoch", "0"));
-      t.resumeAfter(epochs);
-      LOG.info("resumed from checkpoint {} (step {}, epoch {}, {} of {} variables)",
-          c.location(), c.step(), epochs, saved.size(), variables.size());
+      int steps = Integer.parseInt(c.metadata().getOrDefault("batch", "0"));
+      t.resumeAfter(epochs, steps, sums(c.metadata().get("sums")));
+      LOG.info("resumed from checkpoint {} (step {}, epoch {}{}, {} of {} variables)",
+          c.location(), c.step(), epochs, steps > 0 ? " and " + steps + " steps of the next"
+              : "", saved.size(), variables.size());
     } catch (IOException e) {
       throw new UncheckedIOException("cannot resume from " + backend, e);
     }
+  }
+
+  @Override
+  public void onTrainBegin(FitInfo info) {
+    stepsPerEpoch = info.stepsPerEpoch();
   }
 
   @Override
@@ -127,8 +174,36 @@ public final class CheckpointCallback implements Callback, AutoCloseable {
   public void onBatchEnd(int batch, Logs logs) {
     globalStep++;
     if (everyBatches > 0 && globalStep % everyBatches == 0) {
-      save(Map.of("epoch", Integer.toString(epoch - 1), "batch", Integer.toString(batch)));
+      if (batch >= stepsPerEpoch) {
+        // the epoch's last step: the epoch is complete
+        save(Map.of("epoch", Integer.toString(epoch)));
+      } else {
+        // where inside the epoch, with the epoch's sums so far, for an exact resume
+        save(Map.of("epoch", Integer.toString(epoch - 1), "batch", Integer.toString(batch),
+            "sums", sums(trainer.epochSums())));
+      }
     }
+  }
+
+  /** Doubles as exact hexadecimal literals, comma-separated. */
+  private static String sums(double[] v) {
+    StringBuilder b = new StringBuilder();
+    for (double d : v) {
+      b.append(b.length() == 0 ? "" : ",").append(Double.toHexString(d));
+    }
+    return b.toString();
+  }
+
+  private static double[] sums(String s) {
+    if (s == null || s.isEmpty()) {
+      return null;
+    }
+    String[] f = s.split(",");
+    double[] v = new double[f.length];
+    for (int i = 0; i < f.length; i++) {
+      v[i] = Double.parseDouble(f[i]);
+    }
+    return v;
   }
 
   @Override

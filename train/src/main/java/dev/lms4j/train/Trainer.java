@@ -156,6 +156,11 @@ public final class Trainer implements AutoCloseable {
   private Graph graph;
   private Session session;
   private int epochsDone;
+  /** Steps of epoch {@code epochsDone + 1} already trained before a resume, and their sums. */
+  private int resumeSteps;
+  private double[] resumeSums;
+  /** Sums of the loss and metrics over the current epoch's steps so far. */
+  private double[] epochSums = new double[0];
   private boolean closed;
 
   /**
@@ -274,6 +279,30 @@ public final class Trainer implements AutoCloseable {
     return Collections.unmodifiableList(history);
   }
 
+  /**
+   * Trains until epoch {@code lastEpoch} is complete, counting the epochs a resume (from
+   * {@link Callback#onSessionStart}, e.g. {@code CheckpointCallback}) says are done: starts the
+   * session first, then runs {@link #fit} for the epochs left, or nothing when none are.
+   *
+   * @param train     the training data
+   * @param lastEpoch the epoch to end with, at least 1
+   * @param callbacks hooks, as for {@link #fit}
+   * @return the logs of each epoch trained by this call; empty when none was left
+   * @throws IllegalArgumentException as {@link #fit}, or when {@code lastEpoch < 1}
+   * @throws IllegalStateException    when the trainer is closed
+   */
+  public List<Logs> fitUntil(Dataset train, int lastEpoch, Callback... callbacks) {
+    checkOpen();
+    if (lastEpoch < 1) {
+      throw new IllegalArgumentException("the last epoch must be >= 1, got " + lastEpoch);
+    }
+    start(callbacks(callbacks));
+    if (epochsDone >= lastEpoch) {
+      return List.of();
+    }
+    return fit(train, lastEpoch - epochsDone, callbacks);
+  }
+
   private Logs epoch(Dataset train, int epoch, FitInfo info, List<Callback> cbs) {
     for (Callback cb : cbs) {
       cb.onEpochBegin(epoch);
@@ -282,7 +311,22 @@ public final class Trainer implements AutoCloseable {
     long t0 = System.nanoTime();
     double lossSum = 0;
     double[] metricSums = new double[manifest.metrics().size()];
-    for (int i = 0; i < info.stepsPerEpoch(); i++) {
+    int first = 0;
+    if (resumeSteps > 0) {
+      // resumed inside this epoch: its first steps were trained before the checkpoint; the
+      // sums carried over make the epoch's means the uninterrupted run's, bit for bit
+      first = Math.min(resumeSteps, info.stepsPerEpoch());
+      if (resumeSums != null && resumeSums.length == metricSums.length + 1) {
+        lossSum = resumeSums[0];
+        System.arraycopy(resumeSums, 1, metricSums, 0, metricSums.length);
+      }
+      resumeSteps = 0;
+      resumeSums = null;
+    }
+    epochSums = new double[metricSums.length + 1];
+    epochSums[0] = lossSum;
+    System.arraycopy(metricSums, 0, epochSums, 1, metricSums.length);
+    for (int i = first; i < info.stepsPerEpoch(); i++) {
       int step = i + 1;
       for (Callback cb : cbs) {
         cb.onBatchBegin(step);
@@ -294,6 +338,8 @@ public final class Trainer implements AutoCloseable {
       for (int k = 0; k < metricSums.length; k++) {
         metricSums[k] += values[k + 1];
       }
+      epochSums[0] = lossSum;
+      System.arraycopy(metricSums, 0, epochSums, 1, metricSums.length);
       Logs logs = logs(values, 1, batch, seconds);
       for (Callback cb : cbs) {
         cb.onBatchEnd(step, logs);
@@ -412,11 +458,43 @@ public final class Trainer implements AutoCloseable {
    * @param epochs epochs completed, at least 0
    */
   public void resumeAfter(int epochs) {
+    resumeAfter(epochs, 0, null);
+  }
+
+  /**
+   * As {@link #resumeAfter(int)}, for a checkpoint taken inside epoch {@code epochs + 1}: the
+   * next {@code fit} starts that epoch at step {@code steps + 1} (same shuffling, so the same
+   * batches follow), and adds its losses and metrics to {@code sums} (the sums over the first
+   * {@code steps} steps, as {@link #epochSums()} gave them when the checkpoint was taken), so the
+   * epoch's means equal an uninterrupted run's.
+   *
+   * @param epochs epochs completed, at least 0
+   * @param steps  steps of the next epoch already trained, at least 0
+   * @param sums   the loss sum, then each metric's sum, over those steps; null when unknown
+   *               (the epoch's means then cover only the steps trained after the resume)
+   */
+  public void resumeAfter(int epochs, int steps, double[] sums) {
     checkOpen();
     if (epochs < 0) {
       throw new IllegalArgumentException("epochs must be >= 0, got " + epochs);
     }
+    if (steps < 0) {
+      throw new IllegalArgumentException("steps must be >= 0, got " + steps);
+    }
     epochsDone = epochs;
+    resumeSteps = steps;
+    resumeSums = sums == null ? null : sums.clone();
+  }
+
+  /**
+   * The sums of the loss and of each metric (in the manifest's order) over the steps of the
+   * current epoch trained so far, for a checkpoint taken inside an epoch
+   * ({@link #resumeAfter(int, int, double[])}).
+   *
+   * @return a copy: the loss sum first, then the metrics' sums
+   */
+  public double[] epochSums() {
+    return epochSums.clone();
   }
 
   /**

@@ -29,6 +29,11 @@ import org.slf4j.LoggerFactory;
  * sees that line (unless the caller may fail the allocation) and reports an OOM at once. A crash
  * of the worker (oneDNN can segfault after an OOM) is reported with the worker's last lines.
  *
+ * <p>The worker dies with this process: it runs through {@link WorkerMain}, which ends it when
+ * its stdin pipe (held only by this process) closes or this process's pid ends, so a
+ * {@code kill -9} of the parent stops the worker within a second; a shutdown hook here stops
+ * it at once on SIGINT (Ctrl-C) and SIGTERM.
+ *
  * <pre>{@code
  * WorkerProcess.Outcome o = WorkerProcess.run(StepWorker.class.getName(), args, 512,
  *     Duration.ofMinutes(10), event -> ...);
@@ -71,15 +76,20 @@ public final class WorkerProcess {
       Duration timeout, Consumer<JsonNode> onEvent, Consumer<String> onOutput)
       throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-    List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC", "-cp",
-        System.getProperty("java.class.path"), mainClass));
+    List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
+        "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(), "-cp",
+        System.getProperty("java.class.path"), WorkerMain.class.getName(), mainClass));
     cmd.addAll(args);
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().put("TF_CPU_ALLOCATOR_USE_BFC", "true");
     pb.environment().put("TF_CPU_BFC_MEM_LIMIT_IN_MB", Long.toString(budgetMib));
     pb.environment().putIfAbsent("TF_CPP_MIN_LOG_LEVEL", "1");
     LOG.debug("worker {}: budget {} MiB", mainClass, budgetMib);
+    // the worker's stdin stays an open pipe that only this process writes to: when this
+    // process dies, however, the pipe closes and WorkerMain ends the worker
     Process p = pb.start();
+    Thread stopWorker = new Thread(() -> stop(p), "lms4j-stop-worker");
+    Runtime.getRuntime().addShutdownHook(stopWorker);
     AtomicBoolean oomSeen = new AtomicBoolean();
     String[] oomMessage = {null};
     Deque<String> tail = new ArrayDeque<>();
@@ -138,6 +148,12 @@ public final class WorkerProcess {
       p.destroyForcibly();
       Thread.currentThread().interrupt();
       throw new IOException("interrupted while waiting for the worker", e);
+    } finally {
+      try {
+        Runtime.getRuntime().removeShutdownHook(stopWorker);
+      } catch (IllegalStateException e) {
+        // this JVM is shutting down: the hook stops the worker
+      }
     }
     if (oomSeen.get()) {
       return new Outcome(true, finished, -1, oomMessage[0]);
@@ -158,5 +174,18 @@ public final class WorkerProcess {
       }
     }
     return new Outcome(false, true, code, msg);
+  }
+
+  /** Stops a worker when this JVM shuts down (SIGINT, SIGTERM, System.exit elsewhere). */
+  private static void stop(Process p) {
+    if (!p.isAlive()) {
+      return;
+    }
+    p.destroyForcibly();
+    try {
+      p.waitFor(3, TimeUnit.SECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 }

@@ -93,6 +93,8 @@ class ModelZooTest {
   void manifestFollowsTheContract(String name) {
     TrainingGraph tg = small(name);
     Manifest m = tg.manifest();
+    // the checks a loaded graph goes through (GraphChecks) accept every zoo graph
+    assertThat(tg.validate()).isSameAs(tg);
     assertThat(m.loss()).isEqualTo("loss:0");
     assertThat(m.trainOp()).isEqualTo("train_op");
     assertThat(m.init()).isEqualTo("init");
