@@ -17,6 +17,12 @@ final class ModelArgs {
       + "model's).")
   Integer batch;
 
+  @Option(names = "--optimizer", paramLabel = "sgd|momentum|adam", description = "Update rule "
+      + "of a zoo model (its option 'optimizer'; default: the model's, see 'lms4j models'); "
+      + "adam adds two slots per weight, so the step holds optimizer state as real training "
+      + "does.")
+  String optimizer;
+
   @Option(names = {"-o", "--option"}, paramLabel = "KEY=VALUE",
       description = "Model option, e.g. -o image=32 (see 'lms4j models').")
   Map<String, String> options = new LinkedHashMap<>();
@@ -33,6 +39,10 @@ final class ModelArgs {
     }
     if (model != null) {
       return build();
+    }
+    if (optimizer != null) {
+      throw new IllegalArgumentException("--optimizer applies to --model only: a --graph "
+          + "holds its own updates");
     }
     if (manifest == null) {
       throw new IllegalArgumentException("--graph needs --manifest FILE.json");
@@ -52,6 +62,16 @@ final class ModelArgs {
     if (b < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
     }
-    return spec.build(b, options);
+    Map<String, String> o = options;
+    if (optimizer != null) {
+      String given = options.get("optimizer");
+      if (given != null && !given.equals(optimizer)) {
+        throw new IllegalArgumentException("--optimizer " + optimizer + " contradicts -o "
+            + "optimizer=" + given);
+      }
+      o = new LinkedHashMap<>(options);
+      o.put("optimizer", optimizer);
+    }
+    return spec.build(b, o);
   }
 }
