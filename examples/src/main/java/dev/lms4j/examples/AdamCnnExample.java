@@ -261,7 +261,9 @@ public final class AdamCnnExample {
     }
 
     private Variable<TFloat32> assign(Ops s, String name, Shape shape, Operand<TFloat32> value) {
-      Variable<TFloat32> v = s.withName(name).variable(shape, TFloat32.class);
+      // the variable op without the chain's edge: a step reading it would run the previous
+      // initialiser again
+      Variable<TFloat32> v = init.withName(name).variable(shape, TFloat32.class);
       previous = s.assign(v, value);
       return v;
     }
