@@ -40,8 +40,10 @@ import org.tensorflow.proto.NodeDef;
  * <p>The rewrite:
  * <ol>
  *   <li>finds the relaxed ops: ops of the step, outside the backward scope (default
- *       {@code gradients}), with control inputs from inside it; those control inputs are
- *       removed (other control inputs stay);
+ *       {@code gradients}), with control inputs from inside it, that update a variable
+ *       ({@link OpTypes#isVariableWriter}) or are stateless and read only by relaxed ops (Adam's
+ *       {@code Cast}s of its hyper-parameters); those control inputs are removed (other control
+ *       inputs stay, and other ops, e.g. an {@code Assert} after the gradients, keep theirs);
  *   <li>restores the order of every pair of ops of the step that touch the same variable (an op
  *       touches a variable when one of its inputs is the variable, directly or through
  *       {@code Identity} ops, which alias its buffer) where at least one of the two writes it
@@ -55,7 +57,8 @@ import org.tensorflow.proto.NodeDef;
  * </ol>
  * Only ops that a training step runs (ancestors of the given targets) are considered, so the
  * readers of a variable in its initialiser never enter the step. Edges are added only in the
- * direction of an existing order, so no cycle can appear. The input is not changed.
+ * direction of an existing order, so no cycle can appear. The input is not changed. Run it before
+ * LMS (on the graph as built): ops under {@code lms4j/} are left alone.
  *
  * <p>Losses stay bit-identical to the original graph's (tested with the framework's Adam on a
  * CNN, in the caller's thread): each update reads the same gradient, the same weights and the
@@ -66,6 +69,9 @@ public final class OptimizerEdges {
 
   /** The backward scope the framework's {@code Graph.addGradients} uses by default. */
   public static final String DEFAULT_BACKWARD_SCOPE = "gradients";
+
+  /** The name scope of the ops lms4j inserts (their trigger edges are never touched). */
+  private static final String LMS_SCOPE = "lms4j/";
 
   /** How many {@code Identity} hops a variable read is followed through. */
   private static final int MAX_HOPS = 64;
@@ -207,16 +213,43 @@ public final class OptimizerEdges {
       }
     }
 
-    // 1. the relaxed ops and the control inputs they lose
-    Map<Integer, List<Integer>> removed = new TreeMap<>();
+    // 1. the relaxed ops and the control inputs they lose: updates of variables, and stateless
+    //    ops (Adam's Casts) whose every reader is relaxed
+    Map<Integer, List<Integer>> candidates = new TreeMap<>();
     for (int id : new TreeSet<>(step)) {
-      if (nodes.get(id).getName().startsWith(prefix)) {
+      String name = nodes.get(id).getName();
+      if (name.startsWith(prefix) || name.startsWith(LMS_SCOPE)) {
         continue;
       }
       List<Integer> gone = control.get(id).stream()
           .filter(c -> nodes.get(c).getName().startsWith(prefix)).toList();
       if (!gone.isEmpty()) {
+        candidates.put(id, gone);
+      }
+    }
+    Map<Integer, List<Integer>> readers = new HashMap<>();
+    for (int id : step) {
+      for (int src : data.get(id)) {
+        readers.computeIfAbsent(src, k -> new ArrayList<>()).add(id);
+      }
+    }
+    Map<Integer, List<Integer>> removed = new TreeMap<>();
+    candidates.forEach((id, gone) -> {
+      if (writes(nodes.get(id))) {
         removed.put(id, gone);
+      }
+    });
+    for (boolean grew = true; grew; ) {
+      grew = false;
+      for (Map.Entry<Integer, List<Integer>> e : candidates.entrySet()) {
+        int id = e.getKey();
+        List<Integer> rs = readers.getOrDefault(id, List.of());
+        if (!removed.containsKey(id) && !rs.isEmpty()
+            && !OpTypes.isRandomOrStateful(nodes.get(id).getOp())
+            && rs.stream().allMatch(removed::containsKey)) {
+          removed.put(id, e.getValue());
+          grew = true;
+        }
       }
     }
     if (removed.isEmpty()) {

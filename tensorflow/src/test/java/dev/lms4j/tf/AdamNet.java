@@ -104,14 +104,15 @@ final class AdamNet {
   private static Variable<TFloat32> weight(Ops tf, String name, Shape shape, long fanIn,
       long[] seed, Op[] prev) {
     Ops init = tf.withInitScope();
-    if (prev[0] != null) {
-      init = init.withControlDependencies(List.of(prev[0]));
-    }
-    seed[0]++;
-    Operand<TFloat32> unit = init.random.truncatedNormal(init.constant(shape.asArray()),
-        TFloat32.class, TruncatedNormal.seed(7L), TruncatedNormal.seed2(seed[0]));
+    // the variable itself must not carry the edge: a step reading it would run the previous
+    // initialiser again
     Variable<TFloat32> v = init.withName(name).variable(shape, TFloat32.class);
-    prev[0] = init.assign(v, init.math.mul(unit, init.constant((float) Math.sqrt(2.0 / fanIn))));
+    Ops chained = prev[0] == null ? init : init.withControlDependencies(List.of(prev[0]));
+    seed[0]++;
+    Operand<TFloat32> unit = chained.random.truncatedNormal(chained.constant(shape.asArray()),
+        TFloat32.class, TruncatedNormal.seed(7L), TruncatedNormal.seed2(seed[0]));
+    prev[0] = chained.assign(v, chained.math.mul(unit,
+        chained.constant((float) Math.sqrt(2.0 / fanIn))));
     return v;
   }
 }

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 
 /**
@@ -59,6 +60,24 @@ class OptimizerEdgesTest {
 
     assertThat(TfTests.losses(r.graphDef(), tg.manifest()))
         .containsExactlyElementsOf(TfTests.losses(tg.graphDef(), tg.manifest()));
+  }
+
+  @Test
+  void otherOpsAfterTheGradientsKeepTheirEdges() {
+    TrainingGraph tg = AdamNet.build(4, 8, 4, 8);
+    String gradient = controlInputs(TfTests.nodes(tg.graphDef())
+        .get(applyAdamOf(TfTests.nodes(tg.graphDef()), "conv1_kernel"))).get(0);
+    // a check the user ordered after a gradient, fetched with the step: not an update, not read
+    // by one, so its edge stays
+    GraphDef gd = tg.graphDef().toBuilder().addNode(NodeDef.newBuilder().setName("check")
+        .setOp("Identity").addInput("loss").addInput("^" + gradient)
+        .putAttr("T", tg.graphDef().getNodeList().stream().filter(n -> n.getName().equals("loss"))
+            .findFirst().orElseThrow().getAttrOrThrow("T"))).build();
+    OptimizerEdges.Result r = OptimizerEdges.relax(gd, List.of("loss", "train_op", "check"),
+        "gradients");
+    assertThat(r.changes()).extracting(OptimizerEdges.Change::op).doesNotContain("check");
+    assertThat(controlInputs(TfTests.nodes(r.graphDef()).get("check"))).containsExactly(gradient);
+    assertThat(r.removedEdges()).isEqualTo(5 * 7 * 5);
   }
 
   @Test
