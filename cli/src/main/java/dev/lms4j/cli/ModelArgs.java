@@ -40,12 +40,18 @@ final class ModelArgs {
     if (model != null) {
       return build();
     }
+    if (manifest == null) {
+      throw new IllegalArgumentException("--graph needs --manifest FILE.json");
+    }
+    return load(graph, manifest);
+  }
+
+  /** Loads {@code --graph}/{@code --manifest}; zoo-only options such as --optimizer are refused. */
+  TrainingGraph load(java.nio.file.Path graph, java.nio.file.Path manifest)
+      throws java.io.IOException {
     if (optimizer != null) {
       throw new IllegalArgumentException("--optimizer applies to --model only: a --graph "
           + "holds its own updates");
-    }
-    if (manifest == null) {
-      throw new IllegalArgumentException("--graph needs --manifest FILE.json");
     }
     return TrainingGraph.load(graph, manifest);
   }
