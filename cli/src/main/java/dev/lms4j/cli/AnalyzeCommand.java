@@ -38,7 +38,7 @@ final class AnalyzeCommand implements Callable<Integer> {
       tg = modelArgs.build();
       name = modelArgs.model;
     } else if (modelArgs.model == null && graph != null && manifest != null) {
-      tg = TrainingGraph.load(graph, manifest);
+      tg = modelArgs.load(graph, manifest);
       name = graph.getFileName().toString();
     } else {
       throw new IllegalArgumentException("analyze needs either --model NAME or --graph FILE.pb "

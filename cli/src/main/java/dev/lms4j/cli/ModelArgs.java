@@ -17,6 +17,12 @@ final class ModelArgs {
       + "model's).")
   Integer batch;
 
+  @Option(names = "--optimizer", paramLabel = "sgd|momentum|adam", description = "Update rule "
+      + "of a zoo model (its option 'optimizer'; default: the model's, see 'lms4j models'); "
+      + "adam adds two slots per weight, so the step holds optimizer state as real training "
+      + "does.")
+  String optimizer;
+
   @Option(names = {"-o", "--option"}, paramLabel = "KEY=VALUE",
       description = "Model option, e.g. -o image=32 (see 'lms4j models').")
   Map<String, String> options = new LinkedHashMap<>();
@@ -37,6 +43,16 @@ final class ModelArgs {
     if (manifest == null) {
       throw new IllegalArgumentException("--graph needs --manifest FILE.json");
     }
+    return load(graph, manifest);
+  }
+
+  /** Loads {@code --graph}/{@code --manifest}; zoo-only options such as --optimizer are refused. */
+  TrainingGraph load(java.nio.file.Path graph, java.nio.file.Path manifest)
+      throws java.io.IOException {
+    if (optimizer != null) {
+      throw new IllegalArgumentException("--optimizer applies to --model only: a --graph "
+          + "holds its own updates");
+    }
     return TrainingGraph.load(graph, manifest);
   }
 
@@ -52,6 +68,16 @@ final class ModelArgs {
     if (b < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
     }
-    return spec.build(b, options);
+    Map<String, String> o = options;
+    if (optimizer != null) {
+      String given = options.get("optimizer");
+      if (given != null && !given.equals(optimizer)) {
+        throw new IllegalArgumentException("--optimizer " + optimizer + " contradicts -o "
+            + "optimizer=" + given);
+      }
+      o = new LinkedHashMap<>(options);
+      o.put("optimizer", optimizer);
+    }
+    return spec.build(b, o);
   }
 }

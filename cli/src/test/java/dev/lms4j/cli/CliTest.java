@@ -291,6 +291,29 @@ class CliTest {
   }
 
   @Test
+  void optimizerOptionTrainsZooModelsWithAdam() throws Exception {
+    Path sgd = dir.resolve("sgd.json");
+    Path adam = dir.resolve("adam.json");
+    String[] model = {"analyze", "--model", "mlp", "--batch", "64", "-o", "layers=2", "-o",
+        "width=64", "--budget", "1GiB"};
+    assertThat(run(concat(model, "--report", sgd.toString()))).isEqualTo(0);
+    assertThat(run(concat(model, "--optimizer", "adam", "--report", adam.toString())))
+        .isEqualTo(0);
+    ObjectMapper json = new ObjectMapper();
+    // Adam's updates read two slots and the beta powers per weight: more ops than SGD's
+    assertThat(json.readTree(adam.toFile()).get("graph").get("ops").asInt())
+        .isGreaterThan(json.readTree(sgd.toFile()).get("graph").get("ops").asInt());
+    assertThat(run(concat(model, "--optimizer", "rmsprop"))).isEqualTo(2);
+    assertThat(err).contains("optimizer").contains("sgd, momentum, adam");
+    assertThat(run(concat(model, "--optimizer", "adam", "-o", "optimizer=sgd"))).isEqualTo(2);
+    assertThat(err).contains("contradicts");
+    assertThat(run("analyze", "--graph", pb.toString(), "--manifest", manifest.toString(),
+        "--optimizer", "adam",
+        "--budget", "1GiB")).isEqualTo(2);
+    assertThat(err).contains("--optimizer applies to --model only");
+  }
+
+  @Test
   void modelsAndHelp() {
     assertThat(run("models")).isEqualTo(0);
     assertThat(out).contains("mlp").contains("resnet").contains("layers=");

@@ -64,8 +64,6 @@ final class Gpt2Model extends ZooModel {
     int heads = o.intValue("heads", 1, 1 << 10);
     int seq = o.intValue("seq", 1, 1 << 20);
     int vocab = o.intValue("vocab", 2, 1 << 24);
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
     if (width % heads != 0) {
       throw new IllegalArgumentException(NAME + ": width must be a multiple of heads, got width "
           + width + " and " + heads + " heads");
@@ -74,7 +72,7 @@ final class Gpt2Model extends ZooModel {
     long rows = (long) batch * seq;
     int head = width / heads;
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Ops tf = b.ops();
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, seq + 1));
       Ops tok = tf.withSubScope("tokens");
@@ -139,8 +137,7 @@ final class Gpt2Model extends ZooModel {
       Operand<TFloat32> loss = tf.withName("loss").math.mean(xent, tf.constant(new int[] {0}));
       b.accuracyOfIds(out.math.argMax(logits, out.constant(1)),
           out.dtypes.cast(targets, TInt64.class));
-      return b.finish(NAME, List.of(GraphBuilder.feed(x, "uniform")), loss,
-          GraphBuilder.Optimizer.sgd(lr));
+      return b.finish(NAME, List.of(GraphBuilder.feed(x, "uniform")), loss);
     }
   }
 

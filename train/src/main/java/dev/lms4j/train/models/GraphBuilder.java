@@ -51,22 +51,53 @@ final class GraphBuilder implements AutoCloseable {
   private final List<Op> assigns = new ArrayList<>();
   private long parameters;
 
-  /**
-   * The update rule.
-   *
-   * @param learningRate the step size, positive
-   * @param momentum     0 for plain SGD ({@code ApplyGradientDescent}); otherwise the momentum
-   *                     of {@code ApplyMomentum}, with one zero-initialised accumulator variable
-   *                     per trainable variable (see {@link #slot})
-   */
-  record Optimizer(float learningRate, float momentum) {
-    static Optimizer sgd(float learningRate) {
-      return new Optimizer(learningRate, 0f);
+  /** Adam's decay rate of the first moment (TensorFlow's default). */
+  static final float ADAM_BETA1 = 0.9f;
+  /** Adam's decay rate of the second moment (TensorFlow's default). */
+  static final float ADAM_BETA2 = 0.999f;
+  /** Adam's epsilon (TensorFlow's default). */
+  static final float ADAM_EPSILON = 1e-8f;
+
+  /** The update rules the zoo's models can be trained with (model option {@code optimizer}). */
+  enum Kind {
+    /** {@code ApplyGradientDescent}. */
+    SGD,
+    /** {@code ApplyMomentum} with one accumulator per variable. */
+    MOMENTUM,
+    /** {@code ApplyAdam} with two moment slots per variable and the two beta powers. */
+    ADAM;
+
+    /** The option value, e.g. {@code adam}. */
+    String optionName() {
+      return name().toLowerCase(java.util.Locale.ROOT);
     }
   }
 
-  GraphBuilder(long seed) {
+  /**
+   * The update rule.
+   *
+   * @param kind         SGD, momentum or Adam
+   * @param learningRate the step size, positive
+   * @param momentum     the momentum of {@code ApplyMomentum} (ignored by the other kinds), with
+   *                     one zero-initialised accumulator variable per trainable variable (see
+   *                     {@link #slot})
+   */
+  record Optimizer(Kind kind, float learningRate, float momentum) {
+    static Optimizer sgd(float learningRate) {
+      return new Optimizer(Kind.SGD, learningRate, 0f);
+    }
+  }
+
+  private final Optimizer optimizer;
+
+  /** A builder whose {@link #finish} methods without an explicit rule use {@code optimizer}. */
+  GraphBuilder(long seed, Optimizer optimizer) {
     this.seed = seed;
+    this.optimizer = optimizer;
+  }
+
+  GraphBuilder(long seed) {
+    this(seed, Optimizer.sgd(0.01f));
   }
 
   /** The root (unscoped) op factory. */
@@ -169,17 +200,29 @@ final class GraphBuilder implements AutoCloseable {
   }
 
   /**
-   * Adds loss, gradients, updates, {@code train_op} and {@code init}, and exports the graph.
+   * Adds loss, gradients, updates (the builder's update rule), {@code train_op} and {@code init},
+   * and exports the graph.
    *
-   * @param model        model name, for logging
-   * @param logits       the forward output, {@code [batch, classes]}
-   * @param x            the input placeholder (named {@code x})
-   * @param labels       the one-hot label placeholder (named {@code labels})
-   * @param learningRate the SGD step size
+   * @param model  model name, for logging
+   * @param logits the forward output, {@code [batch, classes]}
+   * @param x      the input placeholder (named {@code x})
+   * @param labels the one-hot label placeholder (named {@code labels})
    */
   TrainingGraph finish(String model, Operand<TFloat32> logits, Placeholder<TFloat32> x,
-      Placeholder<TFloat32> labels, float learningRate) {
-    return finish(model, logits, x, labels, Optimizer.sgd(learningRate));
+      Placeholder<TFloat32> labels) {
+    return finish(model, logits, x, labels, optimizer);
+  }
+
+  /**
+   * Adds gradients, updates (the builder's update rule), {@code train_op} and {@code init}, and
+   * exports the graph; see {@link #finish(String, List, Operand, Optimizer)}.
+   *
+   * @param model model name, for logging
+   * @param feeds the manifest's feeds, in order
+   * @param loss  the scalar loss, an op named {@code loss}
+   */
+  TrainingGraph finish(String model, List<Manifest.Feed> feeds, Operand<TFloat32> loss) {
+    return finish(model, feeds, loss, optimizer);
   }
 
   /**
@@ -229,8 +272,9 @@ final class GraphBuilder implements AutoCloseable {
 
     Ops train = tf.withSubScope("train");
     Operand<TFloat32> lr = train.withName("learning_rate").constant(optimizer.learningRate());
-    Operand<TFloat32> momentum = optimizer.momentum() == 0 ? null
-        : train.withName("momentum").constant(optimizer.momentum());
+    Operand<TFloat32> momentum = optimizer.kind() == Kind.MOMENTUM
+        ? train.withName("momentum").constant(optimizer.momentum()) : null;
+    Adam adam = optimizer.kind() == Kind.ADAM ? new Adam(train) : null;
     List<Op> updates = new ArrayList<>(vars.length);
     for (int i = 0; i < vars.length; i++) {
       Variable<TFloat32> v = variables.get(i);
@@ -240,12 +284,21 @@ final class GraphBuilder implements AutoCloseable {
       }
       Ops update = train.withName(v.op().name().replace('/', '_'));
       Operand<TFloat32> grad = grads[i].expect(TFloat32.class);
-      if (momentum == null) {
-        updates.add(update.train.applyGradientDescent(v, lr, grad));
-      } else {
-        updates.add(update.train.applyMomentum(v, slot(train, v, "momentum"), lr, grad,
-            momentum));
-      }
+      updates.add(switch (optimizer.kind()) {
+        case SGD -> update.train.applyGradientDescent(v, lr, grad);
+        case MOMENTUM -> update.train.applyMomentum(v, slot(train, v, "momentum"), lr, grad,
+            momentum);
+        case ADAM -> update.train.applyAdam(v, slot(train, v, "m"), slot(train, v, "v"),
+            adam.beta1Power, adam.beta2Power, lr, adam.beta1, adam.beta2, adam.epsilon, grad);
+      });
+    }
+    if (adam != null) {
+      // the powers advance after every update has read them
+      Ops after = train.withControlDependencies(List.copyOf(updates));
+      updates.add(after.withName("beta1_power_update").assign(adam.beta1Power,
+          after.math.mul(adam.beta1Power, adam.beta1)));
+      updates.add(after.withName("beta2_power_update").assign(adam.beta2Power,
+          after.math.mul(adam.beta2Power, adam.beta2)));
     }
     tf.withControlDependencies(updates).withName("train_op").noOp();
     tf.withControlDependencies(assigns).withName("init").noOp();
@@ -256,6 +309,33 @@ final class GraphBuilder implements AutoCloseable {
     LOG.debug("built {}: {} ops, {} variables, {} parameters", model, def.getNodeCount(),
         variables.size(), parameters);
     return new TrainingGraph(def, manifest);
+  }
+
+  /**
+   * Adam's shared state: the decay rates, epsilon, and the variables {@code train/beta1_power}
+   * and {@code train/beta2_power} (initialised to the rates, optimizer state like the slots).
+   */
+  private final class Adam {
+    final Operand<TFloat32> beta1;
+    final Operand<TFloat32> beta2;
+    final Operand<TFloat32> epsilon;
+    final Variable<TFloat32> beta1Power;
+    final Variable<TFloat32> beta2Power;
+
+    Adam(Ops train) {
+      beta1 = train.withName("beta1").constant(ADAM_BETA1);
+      beta2 = train.withName("beta2").constant(ADAM_BETA2);
+      epsilon = train.withName("epsilon").constant(ADAM_EPSILON);
+      beta1Power = power(train, "beta1_power", ADAM_BETA1);
+      beta2Power = power(train, "beta2_power", ADAM_BETA2);
+    }
+
+    private Variable<TFloat32> power(Ops train, String name, float initial) {
+      Variable<TFloat32> p = train.withName(name).variable(Shape.scalar(), TFloat32.class);
+      Ops init = train.withSubScope(name + "_init");
+      assigns.add(init.assign(p, init.constant(initial)));
+      return p;
+    }
   }
 
   /**

@@ -47,11 +47,8 @@ final class LeNetModel extends ZooModel {
     int image = o.intValue("image", 4, 1 << 14);
     int channels = o.intValue("channels", 1, 1 << 10);
     int classes = o.intValue("classes", 2, 1 << 20);
-    float lr = o.positiveFloat("lr");
-    float momentum = o.floatInRange("momentum", 0f, 1f);
-    long seed = o.longValue("seed");
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, image, image, channels));
       Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
       Ops net = b.ops().withSubScope(NAME);
@@ -76,7 +73,7 @@ final class LeNetModel extends ZooModel {
           GraphBuilder.LOGITS_GAIN);
       var b2 = b.zeros(head, "bias", Shape.of(classes));
       Operand<TFloat32> logits = head.nn.biasAdd(head.linalg.matMul(f, k2), b2);
-      return b.finish(NAME, logits, x, labels, new GraphBuilder.Optimizer(lr, momentum));
+      return b.finish(NAME, logits, x, labels);
     }
   }
 

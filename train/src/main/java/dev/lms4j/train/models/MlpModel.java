@@ -32,10 +32,8 @@ final class MlpModel extends ZooModel {
     int width = o.intValue("width", 1, 1 << 16);
     int input = o.intValue("input", 1, 1 << 24);
     int classes = o.intValue("classes", 2, 1 << 20);
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, input));
       Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
       Ops scope = b.ops().withSubScope(NAME);
@@ -48,7 +46,7 @@ final class MlpModel extends ZooModel {
       }
       Operand<TFloat32> logits =
           dense(b, scope.withSubScope("logits"), h, fanIn, classes, GraphBuilder.LOGITS_GAIN);
-      return b.finish(NAME, logits, x, labels, lr);
+      return b.finish(NAME, logits, x, labels);
     }
   }
 

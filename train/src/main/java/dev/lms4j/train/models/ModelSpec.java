@@ -24,10 +24,12 @@ import java.util.Map;
  *       batch mean of {@code argmax(logits) == argmax(labels)}, a float32 scalar;
  *   <li>op {@code init}: a NoOp depending on one seeded Assign per (reference) variable,
  *       optimizer slots included;
- *   <li>op {@code train_op}: a NoOp depending on one update per trainable variable:
- *       {@code ApplyGradientDescent}, or {@code ApplyMomentum} for models trained with momentum
- *       (whose accumulators are variables {@code train/<variable>_momentum}); updates live under
- *       the name scope {@code train/}, gradients under {@code gradients/};
+ *   <li>op {@code train_op}: a NoOp depending on one update per trainable variable, by option
+ *       {@code optimizer}: {@code ApplyGradientDescent} ({@code sgd}), {@code ApplyMomentum}
+ *       ({@code momentum}; accumulators are variables {@code train/<variable>_momentum}) or
+ *       {@code ApplyAdam} ({@code adam}; slots {@code train/<variable>_m} and {@code _v}, and
+ *       {@code train/beta1_power}, {@code train/beta2_power} advanced after every update);
+ *       updates live under the name scope {@code train/}, gradients under {@code gradients/};
  *   <li>determinism: the same arguments always give an identical GraphDef.
  * </ul>
  */

@@ -44,6 +44,11 @@ final class Options {
     }
   }
 
+  /** Whether the model has option {@code key}. */
+  boolean has(String key) {
+    return values.containsKey(key);
+  }
+
   /** An integer option in {@code [min, max]}. */
   int intValue(String key, int min, int max) {
     String v = values.get(key);

@@ -45,15 +45,13 @@ final class ResNetModel extends ZooModel {
     int image = o.intValue("image", 2, 1 << 14);
     int channels = o.intValue("channels", 1, 1 << 10);
     int classes = o.intValue("classes", 2, 1 << 20);
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
     if ((long) width << (stages - 1) > (1 << 16)) {
       throw new IllegalArgumentException(NAME + ": width * 2^(stages-1) must be <= 65536, got "
           + width + " * 2^" + (stages - 1));
     }
     double branchGain = 1.0 / Math.sqrt((double) blocks * stages);
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, image, image, channels));
       Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
       Ops net = b.ops().withSubScope(NAME);
@@ -82,7 +80,7 @@ final class ResNetModel extends ZooModel {
           GraphBuilder.LOGITS_GAIN);
       var bias = b.zeros(head, "bias", Shape.of(classes));
       Operand<TFloat32> logits = head.nn.biasAdd(head.linalg.matMul(pooled, kernel), bias);
-      return b.finish(NAME, logits, x, labels, lr);
+      return b.finish(NAME, logits, x, labels);
     }
   }
 

@@ -75,11 +75,9 @@ final class ResNetV1Model extends ZooModel {
     int width = o.intValue("width", 1, 1 << 12);
     int channels = o.intValue("channels", 1, 1 << 10);
     int classes = o.intValue("classes", 2, 1 << 20);
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
     int expansion = bottleneck ? 4 : 1;
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, image, image, channels));
       Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
       Ops net = b.ops().withSubScope(name);
@@ -110,7 +108,7 @@ final class ResNetV1Model extends ZooModel {
           GraphBuilder.LOGITS_GAIN);
       var bias = b.zeros(head, "bias", Shape.of(classes));
       Operand<TFloat32> logits = head.nn.biasAdd(head.linalg.matMul(pooled, kernel), bias);
-      return b.finish(name, logits, x, labels, lr);
+      return b.finish(name, logits, x, labels);
     }
   }
 

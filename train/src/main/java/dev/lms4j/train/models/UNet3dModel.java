@@ -67,13 +67,11 @@ final class UNet3dModel extends ZooModel {
     int width = o.intValue("width", 1, 1 << 12);
     int levels = o.intValue("levels", 1, 8);
     boolean valid = o.choice("padding", "same", "valid").equals("valid");
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
     long[] dims = {depth == 0 ? side : depth, side, side};
     String padding = valid ? "VALID" : "SAME";
     ExtraGradients.register();
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x",
           Shape.of(batch, dims[0], dims[1], dims[2], channels));
       Ops net = b.ops().withSubScope(NAME);
@@ -137,7 +135,7 @@ final class UNet3dModel extends ZooModel {
       b.accuracyOfIds(flat.math.argMax(l2, flat.constant(1)),
           flat.math.argMax(y2, flat.constant(1)));
       return b.finish(NAME, List.of(GraphBuilder.feed(x, "normal"),
-          GraphBuilder.feed(labels, "onehot")), loss, GraphBuilder.Optimizer.sgd(lr));
+          GraphBuilder.feed(labels, "onehot")), loss);
     }
   }
 

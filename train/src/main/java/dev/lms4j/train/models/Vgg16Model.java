@@ -50,8 +50,6 @@ final class Vgg16Model extends ZooModel {
     int fc = o.intValue("fc", 1, 1 << 16);
     int channels = o.intValue("channels", 1, 1 << 10);
     int classes = o.intValue("classes", 2, 1 << 20);
-    float lr = o.positiveFloat("lr");
-    long seed = o.longValue("seed");
     if (image % 32 != 0) {
       throw new IllegalArgumentException(NAME + ": option 'image' must be a multiple of 32, got "
           + image);
@@ -63,7 +61,7 @@ final class Vgg16Model extends ZooModel {
           + " features after the convolutions, too many");
     }
 
-    try (GraphBuilder b = new GraphBuilder(seed)) {
+    try (GraphBuilder b = builder(o)) {
       Placeholder<TFloat32> x = b.placeholder("x", Shape.of(batch, image, image, channels));
       Placeholder<TFloat32> labels = b.placeholder("labels", Shape.of(batch, classes));
       Ops net = b.ops().withSubScope(NAME);
@@ -89,7 +87,7 @@ final class Vgg16Model extends ZooModel {
       h = dense(b, net.withSubScope("fc7"), h, fc, fc, true, 1.0);
       Operand<TFloat32> logits = dense(b, net.withSubScope("fc8"), h, fc, classes, false,
           GraphBuilder.LOGITS_GAIN);
-      return b.finish(NAME, logits, x, labels, lr);
+      return b.finish(NAME, logits, x, labels);
     }
   }
 

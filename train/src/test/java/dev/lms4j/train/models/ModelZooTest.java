@@ -301,6 +301,51 @@ class ModelZooTest {
     return best;
   }
 
+  /** Every model class once: resnet50 and resnet101 are resnet18's class, and slow to train. */
+  static Stream<String> modelClasses() {
+    return models().filter(n -> !n.equals("resnet50") && !n.equals("resnet101"));
+  }
+
+  @ParameterizedTest
+  @MethodSource("modelClasses")
+  void adamAddsTwoSlotsPerVariableAndTrains(String name) {
+    Map<String, String> opts = new HashMap<>(SMALL.get(name));
+    opts.put("optimizer", "adam");
+    TrainingGraph tg = ModelZoo.getOrThrow(name).build(BATCH, opts);
+    GraphDef gd = tg.graphDef();
+    List<NodeDef> updates = ofType(gd, "ApplyAdam");
+    GraphDef sgd = small(name).graphDef();
+    int weights = ofType(sgd, "VariableV2").size()
+        - ofType(sgd, "VariableV2").stream().filter(n -> n.getName().startsWith("train/"))
+            .toList().size();
+    assertThat(updates).hasSize(weights);
+    assertThat(ofType(gd, "ApplyGradientDescent")).isEmpty();
+    assertThat(ofType(gd, "ApplyMomentum")).isEmpty();
+    // the weights, two slots each, and the two powers of the decay rates
+    assertThat(ofType(gd, "VariableV2")).hasSize(3 * weights + 2);
+    Set<String> names = gd.getNodeList().stream().map(NodeDef::getName)
+        .collect(Collectors.toSet());
+    for (NodeDef u : updates) {
+      String slot = "train/" + u.getInput(0).replace('/', '_');
+      assertThat(u.getInputList()).startsWith(u.getInput(0), slot + "_m", slot + "_v",
+          "train/beta1_power", "train/beta2_power");
+      assertThat(names).contains(slot + "_m", slot + "_v");
+    }
+    // the powers advance only after every update has read them
+    NodeDef power = gd.getNodeList().stream()
+        .filter(n -> n.getName().equals("train/beta1_power_update")).findFirst().orElseThrow();
+    assertThat(power.getInputList()).containsAll(updates.stream().map(u -> "^" + u.getName())
+        .toList());
+    float[] losses = train(tg, 3);
+    for (float l : losses) {
+      assertThat(Float.isFinite(l)).as("loss %s of %s with adam", l, name).isTrue();
+    }
+    assertThat(losses[1]).isNotEqualTo(losses[0]);
+    assertThatThrownBy(() -> ModelZoo.getOrThrow(name).build(BATCH, Map.of("optimizer", "rms")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("optimizer")
+        .hasMessageContaining("sgd, momentum, adam");
+  }
+
   @Test
   void lenetWithoutMomentumIsPlainSgdAndMomentumMustBeBelowOne() {
     ModelSpec lenet = ModelZoo.getOrThrow("lenet");
