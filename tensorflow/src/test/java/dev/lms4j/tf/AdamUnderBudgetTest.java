@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.plan.LmsMode;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.tf.run.BudgetedRunner;
@@ -38,7 +39,7 @@ class AdamUnderBudgetTest {
     RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, 3));
     assertThat(off.oom()).as(off.toString()).isTrue();
 
-    LmsResult lr = Lms.builder().budget(budget).strategy(Lms.Strategy.AUTO).build().rewrite(tg);
+    LmsResult lr = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
     assertThat(lr.rewritten()).isTrue();
     RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
         BudgetedRunner.Options.of(budget, 3));
