@@ -53,9 +53,11 @@ final class DistributedRun {
    * @param cluster  the cluster; with {@code localTasks} all tasks, else only {@code cluster.task()}
    * @param allTasks whether this process starts every task (--workers) or only its own (--cluster)
    * @param args     this command's original arguments
+   * @param out      where the job's and the workers' output goes
+   * @param err      where the failure message goes
    */
   static int launch(Job job, Cluster cluster, boolean allTasks, List<String> args,
-      PrintStream out) throws Exception {
+      PrintStream out, java.io.PrintWriter err) throws Exception {
     List<Integer> tasks = new ArrayList<>();
     if (allTasks) {
       for (int t = 0; t < cluster.size(); t++) {
@@ -135,7 +137,8 @@ final class DistributedRun {
             loss, ms);
       }
       Reports.write(r, job.report());
-      System.err.println("lms4j: the data-parallel job failed: " + why);
+      err.println("lms4j: the data-parallel job failed: " + why);
+      err.flush();
       return o.exitCode() == Main.BAD_INPUT ? Main.BAD_INPUT : Main.FAILED;
     }
     r.measured(true, -1, "not measured in trainer mode (no traced step)", Double.NaN, no, loss,

@@ -244,7 +244,8 @@ final class TrainCommand implements Callable<Integer> {
       return DistributedRun.worker(job, c, System.out);
     }
     List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());
-    return DistributedRun.launch(job, c, cluster == null, args, System.out);
+    return DistributedRun.launch(job, c, cluster == null, args, System.out,
+        spec.commandLine().getErr());
   }
 
   /** Runs this same command in a budgeted worker JVM and relays its output. */
