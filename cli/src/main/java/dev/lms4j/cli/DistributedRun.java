@@ -69,8 +69,10 @@ final class DistributedRun {
     List<List<String>> argv = new ArrayList<>();
     for (int t : tasks) {
       List<String> a = new ArrayList<>(args);
-      a.addAll(List.of("--cluster", cluster.spec(), "--task", Integer.toString(t),
-          "--in-worker"));
+      if (allTasks) {
+        a.addAll(List.of("--cluster", cluster.spec(), "--task", Integer.toString(t)));
+      }
+      a.add("--in-worker");
       argv.add(a);
     }
     long budget = job.lms().budgetBytes();
@@ -87,9 +89,8 @@ final class DistributedRun {
     Map<Integer, JsonNode> reports = new ConcurrentHashMap<>();
     Map<Integer, List<JsonNode>> epochs = new ConcurrentHashMap<>();
     List<JsonNode> chiefSteps = java.util.Collections.synchronizedList(new ArrayList<>());
-    WorkerGroup.Outcome o = WorkerGroup.run(Main.class.getName(), argv, mib, Duration.ofHours(12),
-        out::println, (i, ev) -> {
-          int task = tasks.get(i);
+    WorkerGroup.Outcome o = WorkerGroup.run(Main.class.getName(), argv, tasks, mib,
+        Duration.ofHours(12), out::println, (task, ev) -> {
           switch (ev.path("event").asText()) {
             case "report" -> reports.put(task, ev.get("report"));
             case "epoch" -> epochs.computeIfAbsent(task, k -> java.util.Collections

@@ -147,6 +147,56 @@ class DistributedTrainTest {
     assertThat(worker(0)).isEmpty();
   }
 
+  /**
+   * On a real cluster (one lms4j process per machine, here two on loopback) no supervisor sees
+   * the other machine: when task 1's worker dies, task 0's worker must fail on its own (gRPC
+   * error or the collective and step timeouts, 10 and 20 s here) and exit 1 within 60 s.
+   */
+  @Test
+  @Timeout(value = 5, unit = TimeUnit.MINUTES)
+  void onAClusterTheSurvivorStopsByItselfWhenAPeerDies() throws Exception {
+    dev.lms4j.distributed.Cluster c = dev.lms4j.distributed.Cluster.local(2);
+    List<Process> tasks = new ArrayList<>();
+    for (int t = 0; t < 2; t++) {
+      ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin",
+          "java").toString(), "-cp", System.getProperty("java.class.path"),
+          Main.class.getName(), "train", "--model", "mlp", "-o", "layers=2", "-o", "width=64",
+          "--batch", "16", "--steps", "100000", "--lms", "off", "--cluster", c.spec(), "--task",
+          Integer.toString(t), "--collective-timeout", "10", "--step-timeout", "20");
+      pb.redirectErrorStream(true).redirectOutput(dir.resolve("task" + t + ".log").toFile());
+      tasks.add(pb.start());
+    }
+    try {
+      ProcessHandle victim = null;
+      for (int i = 0; i < 1200 && victim == null; i++) {
+        victim = tasks.get(1).descendants().filter(ProcessHandle::isAlive).findFirst()
+            .orElse(null);
+        Thread.sleep(100);
+      }
+      assertThat(victim).as("task 1's worker JVM").isNotNull();
+      // let both reach training (the barrier waits for the slower one)
+      for (int i = 0; i < 1200 && !Files.readString(dir.resolve("task0.log"))
+          .contains("[worker 0]"); i++) {
+        Thread.sleep(100);
+      }
+      assertThat(victim.destroyForcibly()).isTrue();
+      assertThat(tasks.get(0).waitFor(60, TimeUnit.SECONDS)).as("task 0 ended within 60 s")
+          .isTrue();
+      assertThat(tasks.get(0).exitValue()).isEqualTo(1);
+      assertThat(Files.readString(dir.resolve("task0.log")))
+          .contains("lms4j: the data-parallel job failed: worker 0 exited with code 1: task 0: "
+              + "training stopped:");
+      assertThat(tasks.get(1).waitFor(60, TimeUnit.SECONDS)).isTrue();
+      assertThat(tasks.get(1).exitValue()).isEqualTo(1);
+      assertThat(Files.readString(dir.resolve("task1.log"))).contains("worker 1 was killed");
+    } finally {
+      for (Process p : tasks) {
+        p.descendants().forEach(ProcessHandle::destroyForcibly);
+        p.destroyForcibly();
+      }
+    }
+  }
+
   /** The live worker JVM of task {@code t} started by this test JVM. */
   private static Optional<ProcessHandle> worker(int t) {
     return ProcessHandle.current().descendants().filter(ProcessHandle::isAlive).filter(p -> {

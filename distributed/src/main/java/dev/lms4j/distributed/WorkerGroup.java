@@ -72,6 +72,34 @@ public final class WorkerGroup {
   public static Outcome run(String mainClass, List<List<String>> argsPerTask, long budgetMib,
       Duration timeout, Consumer<String> onOutput, BiConsumer<Integer, JsonNode> onEvent)
       throws IOException {
+    List<Integer> tasks = new ArrayList<>();
+    for (int t = 0; t < argsPerTask.size(); t++) {
+      tasks.add(t);
+    }
+    return run(mainClass, argsPerTask, tasks, budgetMib, timeout, onOutput, onEvent);
+  }
+
+  /**
+   * As {@link #run(String, List, long, Duration, Consumer, BiConsumer)} for processes that are
+   * the tasks {@code tasks} of a larger cluster (on a real cluster: this machine's one task);
+   * output prefixes, events and messages name those task indices.
+   *
+   * @param mainClass   the workers' main class
+   * @param argsPerTask each process's arguments
+   * @param tasks       the task index of each process
+   * @param budgetMib   the per-worker allocator limit in MiB
+   * @param timeout     how long the whole job may take
+   * @param onOutput    the workers' other output lines, prefixed
+   * @param onEvent     each worker's events, with its task index
+   * @return the outcome ({@link Outcome#failedTask()} is a task index)
+   * @throws IOException when a worker cannot be started
+   */
+  public static Outcome run(String mainClass, List<List<String>> argsPerTask,
+      List<Integer> tasks, long budgetMib, Duration timeout, Consumer<String> onOutput,
+      BiConsumer<Integer, JsonNode> onEvent) throws IOException {
+    if (tasks.size() != argsPerTask.size()) {
+      throw new IllegalArgumentException("one task index per process");
+    }
     Objects.requireNonNull(onOutput, "onOutput");
     Objects.requireNonNull(onEvent, "onEvent");
     int n = argsPerTask.size();
@@ -94,8 +122,9 @@ public final class WorkerGroup {
         procs.add(p);
         Deque<String> tail = new ArrayDeque<>();
         tails.add(tail);
-        int task = t;
-        String prefix = "[worker " + t + "] ";
+        int slot = t;
+        int task = tasks.get(t);
+        String prefix = "[worker " + task + "] ";
         Thread out = new Thread(() -> {
           try (BufferedReader r = new BufferedReader(
               new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
@@ -125,8 +154,8 @@ public final class WorkerGroup {
               }
               if (line.contains(OOM_LINE) && !line.contains("not a failure")) {
                 synchronized (oom) {
-                  if (oom[task] == null) {
-                    oom[task] = line.substring(line.indexOf(OOM_LINE));
+                  if (oom[slot] == null) {
+                    oom[slot] = line.substring(line.indexOf(OOM_LINE));
                   }
                 }
                 p.destroyForcibly();
@@ -192,8 +221,8 @@ public final class WorkerGroup {
       }
       String others = n > 1 ? "; stopped the other " + (n - 1) + " worker" + (n > 2 ? "s" : "")
           : "";
-      return new Outcome(false, failed, isOom ? -1 : code, isOom, "worker " + failed + " "
-          + what + others, pids);
+      return new Outcome(false, tasks.get(failed), isOom ? -1 : code, isOom, "worker "
+          + tasks.get(failed) + " " + what + others, pids);
     } catch (InterruptedException e) {
       procs.forEach(Process::destroyForcibly);
       Thread.currentThread().interrupt();
@@ -214,7 +243,8 @@ public final class WorkerGroup {
           break;
         }
       }
-      if (last == null && !tail.isEmpty()) {
+      if (last == null && !tail.isEmpty()
+          && !tail.peekLast().matches("^\\d\\d:\\d\\d:\\d\\d\\.\\d+ +(INFO|DEBUG|TRACE) .*")) {
         last = tail.peekLast();
       }
     }
