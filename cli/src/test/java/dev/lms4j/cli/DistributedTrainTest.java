@@ -178,9 +178,10 @@ class DistributedTrainTest {
         Thread.sleep(100);
       }
       assertThat(victim).as("task 1's worker JVM").isNotNull();
-      // let both reach training (the barrier waits for the slower one)
-      for (int i = 0; i < 1200 && !Files.readString(dir.resolve("task0.log"))
-          .contains("[worker 0]"); i++) {
+      // let both reach training: task 0's progress shows once both have passed the start-up
+      // barrier (before it, a dead peer is waited for up to the start-up timeout, 300 s)
+      for (int i = 0; i < 1800 && !Files.readString(dir.resolve("task0.log"))
+          .contains("[worker 0] epoch 1/1 step"); i++) {
         Thread.sleep(100);
       }
       assertThat(victim.destroyForcibly()).isTrue();

@@ -75,6 +75,15 @@ public final class ShardedDataset implements Dataset {
     return whole.sampleShapes();
   }
 
+  /**
+   * Reads a sample of the whole data set: the indices of this shard's batches are the whole
+   * data set's (a shard is a choice of samples per step, not a renumbering).
+   *
+   * @param component the component index
+   * @param sample    a sample index of the whole data set
+   * @param dst       the destination
+   * @param offset    where the sample starts in {@code dst}
+   */
   @Override
   public void read(int component, int sample, float[] dst, int offset) {
     whole.read(component, sample, dst, offset);
