@@ -45,7 +45,8 @@ final class DistributedRun {
   /** What the job trains on and how: the options shared by parent and workers. */
   record Job(String model, TrainingGraph perWorker, TrainerRun.Data data, LmsOptions lms,
       int epochs, String ckptBackend, Path ckptDir, int ckptEvery, boolean perEpoch,
-      boolean resume, Duration collectiveTimeout, Duration stepTimeout, Path report) {}
+      boolean resume, Duration collectiveTimeout, Duration stepTimeout, Duration startTimeout,
+      Path report) {}
 
   /**
    * Runs the worker processes of the local tasks and waits for them.
@@ -213,7 +214,8 @@ final class DistributedRun {
     report.extra("worker").put("task", cluster.task()).put("workers", cluster.size())
         .put("address", cluster.workers().get(cluster.task()));
     DataParallelTrainer.Options opts = DataParallelTrainer.Options.defaults()
-        .withTimeouts(job.collectiveTimeout(), job.stepTimeout());
+        .withTimeouts(job.collectiveTimeout(), job.stepTimeout())
+        .withStartTimeout(job.startTimeout());
     try (DataParallelTrainer t = new DataParallelTrainer(tg, cluster, opts)) {
       int todo = job.epochs();
       if (ckpt != null && job.resume()) {

@@ -93,6 +93,11 @@ final class TrainCommand implements Callable<Integer> {
           + "(default ${DEFAULT-VALUE}).")
   int collectiveTimeout;
 
+  @Option(names = "--start-timeout", paramLabel = "SECONDS", defaultValue = "300",
+      description = "With --workers/--cluster: how long a worker waits at start-up for the "
+          + "others to join (default ${DEFAULT-VALUE}).")
+  int startTimeout;
+
   @Option(names = "--step-timeout", paramLabel = "SECONDS", defaultValue = "60",
       description = "With --workers/--cluster: how long one step may take (default "
           + "${DEFAULT-VALUE}).")
@@ -192,8 +197,9 @@ final class TrainCommand implements Callable<Integer> {
     if (workers != null && (workers < 1 || workers > 64)) {
       throw new IllegalArgumentException("--workers must be between 1 and 64, got " + workers);
     }
-    if (collectiveTimeout < 1 || stepTimeout < 1) {
-      throw new IllegalArgumentException("--collective-timeout and --step-timeout must be >= 1 s");
+    if (collectiveTimeout < 1 || stepTimeout < 1 || startTimeout < 1) {
+      throw new IllegalArgumentException("--collective-timeout, --step-timeout and "
+          + "--start-timeout must be >= 1 s");
     }
     if (plot.plot != null) {
       throw new IllegalArgumentException("--plot is not available with --workers or --cluster "
@@ -239,7 +245,7 @@ final class TrainCommand implements Callable<Integer> {
     DistributedRun.Job job = new DistributedRun.Job(modelArgs.model, tg, d, lms, e,
         checkpointDir == null ? null : checkpointBackend, checkpointDir, checkpointEvery,
         checkpointUnit.equals("epochs"), resume, Duration.ofSeconds(collectiveTimeout),
-        Duration.ofSeconds(stepTimeout), report);
+        Duration.ofSeconds(stepTimeout), Duration.ofSeconds(startTimeout), report);
     if (inWorker) {
       return DistributedRun.worker(job, c, System.out);
     }

@@ -214,6 +214,7 @@ class DistributedTrainTest {
         {"--cluster", "127.0.0.1:x", "--task", "0"},
         {"--workers", "2", "--cluster", "127.0.0.1:1", "--task", "0"},
         {"--workers", "2", "--collective-timeout", "0"},
+        {"--workers", "2", "--start-timeout", "0"},
         {"--workers", "2", "--steps", "2", "--epochs", "1"},
     };
     for (String[] c : cases) {

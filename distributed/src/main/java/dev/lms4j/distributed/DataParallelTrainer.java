@@ -111,6 +111,16 @@ public final class DataParallelTrainer implements AutoCloseable {
     public Options withTimeouts(Duration collective, Duration step) {
       return new Options(collective, step, startTimeout, config);
     }
+
+    /**
+     * These options with another start-up timeout.
+     *
+     * @param start how long the start-up barrier waits for the slowest worker
+     * @return new options
+     */
+    public Options withStartTimeout(Duration start) {
+      return new Options(collectiveTimeout, stepTimeout, start, config);
+    }
   }
 
   private final Cluster cluster;
