@@ -2,6 +2,7 @@ package dev.lms4j.cli;
 
 import dev.lms4j.checkpoint.CheckpointBackends;
 import dev.lms4j.core.report.Report;
+import dev.lms4j.distributed.Cluster;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.WorkerProcess;
@@ -72,6 +73,36 @@ final class TrainCommand implements Callable<Integer> {
 
   @Option(names = "--in-worker", hidden = true) boolean inWorker;
 
+  @Option(names = "--workers", paramLabel = "N", description = "Data-parallel training with N "
+      + "local worker processes on 127.0.0.1 (TensorFlow's gRPC runtime, gradients all-reduced "
+      + "in the graph); --batch is per worker, the global batch is N x --batch; --budget and "
+      + "--lms apply to each worker.")
+  Integer workers;
+
+  @Option(names = "--cluster", paramLabel = "H:P,H:P,...", description = "Data-parallel "
+      + "training on a real cluster: every worker's host:port, the same list on every machine "
+      + "(task 0, the first, is the chief and writes checkpoints); run one process per machine "
+      + "with its --task.")
+  String cluster;
+
+  @Option(names = "--task", paramLabel = "I", description = "This machine's index in --cluster.")
+  Integer task;
+
+  @Option(names = "--collective-timeout", paramLabel = "SECONDS", defaultValue = "30",
+      description = "With --workers/--cluster: how long an all-reduce waits for its peers "
+          + "(default ${DEFAULT-VALUE}).")
+  int collectiveTimeout;
+
+  @Option(names = "--start-timeout", paramLabel = "SECONDS", defaultValue = "300",
+      description = "With --workers/--cluster: how long a worker waits at start-up for the "
+          + "others to join (default ${DEFAULT-VALUE}).")
+  int startTimeout;
+
+  @Option(names = "--step-timeout", paramLabel = "SECONDS", defaultValue = "60",
+      description = "With --workers/--cluster: how long one step may take (default "
+          + "${DEFAULT-VALUE}).")
+  int stepTimeout;
+
   @Mixin PlotOption plot;
 
   @Override
@@ -84,6 +115,9 @@ final class TrainCommand implements Callable<Integer> {
           + data + "'");
     }
     plot.check();
+    if (workers != null || cluster != null || task != null) {
+      return distributed();
+    }
     boolean trainer = epochs != null || data.equals("fashion-mnist") || checkpointDir != null
         || resume;
     if (!trainer) {
@@ -107,19 +141,7 @@ final class TrainCommand implements Callable<Integer> {
     if (e < 1) {
       throw new IllegalArgumentException("--epochs must be >= 1");
     }
-    if (resume && checkpointDir == null) {
-      throw new IllegalArgumentException("--resume needs --checkpoint-dir");
-    }
-    if (checkpointDir != null) {
-      Paths.checkDirectory(checkpointDir, "--checkpoint-dir");
-      CheckpointBackends.findOrThrow(checkpointBackend);
-      if (checkpointEvery < 1) {
-        throw new IllegalArgumentException("--checkpoint-every must be >= 1");
-      }
-      if (!checkpointUnit.equals("epochs") && !checkpointUnit.equals("batches")) {
-        throw new IllegalArgumentException("--checkpoint-unit must be epochs or batches");
-      }
-    }
+    checkCheckpointOptions();
     if (syntheticSize < 1) {
       throw new IllegalArgumentException("--synthetic-size must be >= 1");
     }
@@ -160,6 +182,95 @@ final class TrainCommand implements Callable<Integer> {
     String s = message.substring(i + "lms4j: ".length());
     int end = s.indexOf(" | ");
     return end < 0 ? s : s.substring(0, end);
+  }
+
+  private void checkCheckpointOptions() {
+    if (resume && checkpointDir == null) {
+      throw new IllegalArgumentException("--resume needs --checkpoint-dir");
+    }
+    if (checkpointDir != null) {
+      Paths.checkDirectory(checkpointDir, "--checkpoint-dir");
+      CheckpointBackends.findOrThrow(checkpointBackend);
+      if (checkpointEvery < 1) {
+        throw new IllegalArgumentException("--checkpoint-every must be >= 1");
+      }
+      if (!checkpointUnit.equals("epochs") && !checkpointUnit.equals("batches")) {
+        throw new IllegalArgumentException("--checkpoint-unit must be epochs or batches");
+      }
+    }
+  }
+
+  /** {@code --workers N} or {@code --cluster ... --task I}: see {@link DistributedRun}. */
+  private int distributed() throws Exception {
+    if (cluster != null && task == null) {
+      throw new IllegalArgumentException("--cluster needs --task I (this machine's index in the "
+          + "list, 0 for the first)");
+    }
+    if (task != null && cluster == null) {
+      throw new IllegalArgumentException("--task needs --cluster H:P,H:P,...");
+    }
+    if (workers != null && cluster != null && !inWorker) {
+      throw new IllegalArgumentException("give either --workers N (local processes) or "
+          + "--cluster H:P,... --task I (one process per machine), not both");
+    }
+    if (workers != null && (workers < 1 || workers > 64)) {
+      throw new IllegalArgumentException("--workers must be between 1 and 64, got " + workers);
+    }
+    if (collectiveTimeout < 1 || stepTimeout < 1 || startTimeout < 1) {
+      throw new IllegalArgumentException("--collective-timeout, --step-timeout and "
+          + "--start-timeout must be >= 1 s");
+    }
+    if (plot.plot != null) {
+      throw new IllegalArgumentException("--plot is not available with --workers or --cluster "
+          + "(use analyze --plot on one worker's model and batch)");
+    }
+    Cluster c = cluster != null ? Cluster.parse(cluster, task) : Cluster.local(workers);
+    int e;
+    int size = syntheticSize;
+    if (steps != null) {
+      if (epochs != null) {
+        throw new IllegalArgumentException("give either --steps or --epochs, not both");
+      }
+      if (steps < 1) {
+        throw new IllegalArgumentException("--steps must be >= 1");
+      }
+      if (!data.equals("synthetic")) {
+        throw new IllegalArgumentException("--steps trains on synthetic data; use --epochs with "
+            + "--data " + data);
+      }
+      e = 1;
+    } else {
+      e = epochs == null ? 1 : epochs;
+      if (e < 1) {
+        throw new IllegalArgumentException("--epochs must be >= 1");
+      }
+    }
+    checkCheckpointOptions();
+    if (syntheticSize < 1) {
+      throw new IllegalArgumentException("--synthetic-size must be >= 1");
+    }
+    Reports.checkWritable(report);
+    TrainingGraph tg = modelArgs.build();
+    int perWorker = (int) tg.manifest().batchSize();
+    lms.validate(perWorker);
+    if (steps != null) {
+      size = Math.multiplyExact(steps, perWorker * c.size());
+    }
+    TrainerRun.Data d = TrainerRun.data(data, dataDir, tg, size);
+    if (d.train().size() < perWorker * c.size()) {
+      throw new IllegalArgumentException("the training data has " + d.train().size()
+          + " samples, fewer than one global batch of " + c.size() + " x " + perWorker);
+    }
+    DistributedRun.Job job = new DistributedRun.Job(modelArgs.model, tg, d, lms, e,
+        checkpointDir == null ? null : checkpointBackend, checkpointDir, checkpointEvery,
+        checkpointUnit.equals("epochs"), resume, Duration.ofSeconds(collectiveTimeout),
+        Duration.ofSeconds(stepTimeout), Duration.ofSeconds(startTimeout), report);
+    if (inWorker) {
+      return DistributedRun.worker(job, c, System.out);
+    }
+    List<String> args = new ArrayList<>(spec.commandLine().getParseResult().originalArgs());
+    return DistributedRun.launch(job, c, cluster == null, args, System.out,
+        spec.commandLine().getErr());
   }
 
   /** Runs this same command in a budgeted worker JVM and relays its output. */

@@ -146,7 +146,24 @@ public final class Trainer implements AutoCloseable {
     }
   }
 
+  /**
+   * How the trainer opens its session on the imported graph: {@code Session::new} locally by
+   * default; a data-parallel worker opens one on its server's target instead.
+   */
+  @FunctionalInterface
+  public interface SessionOpener {
+    /**
+     * Opens a session; the trainer owns and closes it.
+     *
+     * @param graph  the imported graph
+     * @param config the session config ({@link Config#session()})
+     * @return the new session
+     */
+    Session open(Graph graph, ConfigProto config);
+  }
+
   private final Config config;
+  private final SessionOpener opener;
   private final Manifest manifest;
   private final int batch;
   private final List<Shape> feedShapes;
@@ -183,8 +200,21 @@ public final class Trainer implements AutoCloseable {
    *                                  config's batch size differs from the graph's
    */
   public Trainer(TrainingGraph trainingGraph, Config config) {
+    this(trainingGraph, config, Session::new);
+  }
+
+  /**
+   * A trainer whose session {@code opener} creates (e.g. on a TensorFlow server's target).
+   *
+   * @param trainingGraph the graph and its manifest
+   * @param config        the settings
+   * @param opener        opens the session on the imported graph
+   * @throws IllegalArgumentException as {@link #Trainer(TrainingGraph, Config)}
+   */
+  public Trainer(TrainingGraph trainingGraph, Config config, SessionOpener opener) {
     this.current = Objects.requireNonNull(trainingGraph, "training graph");
     this.config = Objects.requireNonNull(config, "config");
+    this.opener = Objects.requireNonNull(opener, "session opener");
     this.manifest = trainingGraph.manifest();
     if (manifest.feeds().isEmpty()) {
       throw new IllegalArgumentException("the manifest has no feeds: nothing to feed data to");
@@ -559,7 +589,7 @@ public final class Trainer implements AutoCloseable {
     try {
       dev.lms4j.tf.NativeSwap.ensureLoadedFor(gd);
       g.importGraphDef(gd);
-      Session s = new Session(g, config.session());
+      Session s = opener.open(g, config.session());
       try {
         if (manifest.init() != null) {
           s.runner().addTarget(manifest.init()).run();
