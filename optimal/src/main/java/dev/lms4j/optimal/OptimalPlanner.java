@@ -15,7 +15,7 @@ import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.MemorySimulator;
-import dev.lms4j.core.plan.RecomputePlanner;
+import dev.lms4j.core.plan.TensorPolicy;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.graph.Levels;
@@ -66,8 +66,6 @@ import org.slf4j.LoggerFactory;
  */
 public final class OptimalPlanner {
   private static final Logger LOG = LoggerFactory.getLogger(OptimalPlanner.class);
-  private static final java.util.Set<String> NOT_SWAPPABLE = java.util.Set.of("string",
-      "resource", "variant");
 
   private OptimalPlanner() {}
 
@@ -190,6 +188,14 @@ public final class OptimalPlanner {
 
   /** Builds the problem of {@code g} (levelled schedule, simulator accounting). */
   public static Problem problem(DataflowGraph g, Options o) {
+    return problem(g, o, TensorPolicy.builtin(g));
+  }
+
+  /**
+   * Builds the problem of {@code g}; what may be swapped or recomputed comes from {@code policy},
+   * as for every planner.
+   */
+  public static Problem problem(DataflowGraph g, Options o, TensorPolicy policy) {
     int[] order = Levels.of(g).schedule();
     int[] pos = new int[g.size()];
     for (int i = 0; i < order.length; i++) {
@@ -233,10 +239,8 @@ public final class OptimalPlanner {
           inputs.add(j);
         }
       }
-      boolean swappable = o.swap() && !foldable[prod.id()] && !NOT_SWAPPABLE.contains(t.dtype())
-          && t.rank() >= 1 && !SwapParams.BUILTIN_EXCLUDED_TYPES.contains(prod.type());
-      boolean recomputable = o.recompute() && !foldable[prod.id()]
-          && RecomputePlanner.recomputable(prod);
+      boolean swappable = o.swap() && !foldable[prod.id()] && policy.maySwap(g, tid);
+      boolean recomputable = o.recompute() && !foldable[prod.id()] && policy.mayRecompute(prod);
       items.add(new Item(g.tensorName(tid), t.bytes(), p, last,
           reads.stream().mapToInt(Integer::intValue).toArray(), swappable, recomputable,
           inputs.stream().mapToInt(Integer::intValue).toArray(), cm.opUs(g, prod),
