@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
@@ -87,7 +88,7 @@ class HybridPlannerTest {
    */
   @Test
   void neverRecomputesRandomOrStatefulOps() {
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     b.op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(MB));
     String prev = "x";
     for (int i = 1; i <= 6; i++) {

@@ -3,6 +3,7 @@ package dev.lms4j.core;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
@@ -38,7 +39,7 @@ class HybridRematPolicyTest {
    */
   static DataflowGraph scopedChain(boolean earlyReaders) {
     int layers = 20;
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     Tensor act = new Tensor("float32", new long[] {MB / 64, 16}, MB, false);
     Tensor w = Tensor.persistent(64 * 1024);
     b.op("x", "Placeholder", OpCategory.FORWARD, List.of(), act);

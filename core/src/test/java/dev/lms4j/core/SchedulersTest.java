@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.SyntheticGraphs;
 import dev.lms4j.core.graph.Tensor;
@@ -25,7 +26,7 @@ import org.junit.jupiter.api.Test;
 class SchedulersTest {
   private static final long KB = 1024;
 
-  private static DataflowGraph.Builder feed() {
+  private static DataflowGraphBuilder feed() {
     return DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB));
   }
@@ -278,7 +279,7 @@ class SchedulersTest {
    */
   @Test
   void addNChainFreesEachInputOnceAdded() {
-    DataflowGraph.Builder b = feed();
+    DataflowGraphBuilder b = feed();
     String prev = "x";
     for (int i = 1; i <= 4; i++) {
       b.op("f" + i, "Relu", OpCategory.FORWARD, List.of(prev), Tensor.ofBytes(4 * KB));

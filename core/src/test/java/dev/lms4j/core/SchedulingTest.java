@@ -3,6 +3,7 @@ package dev.lms4j.core;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.SyntheticGraphs;
 import dev.lms4j.core.graph.Tensor;
@@ -26,7 +27,7 @@ class SchedulingTest {
    * added as it arrives.
    */
   static DataflowGraph branches(int k) {
-    DataflowGraph.Builder b = DataflowGraph.builder()
+    DataflowGraphBuilder b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
         .op("w0", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))
         .op("a", "MatMul", OpCategory.FORWARD, List.of("x", "w0"), Tensor.ofBytes(4 * KB));

@@ -1,6 +1,7 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
@@ -58,7 +59,7 @@ public final class GraphImporter {
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
     GraphDef shaped = withFeedShapes(gd, feedShapes);
     java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     try (Graph g = new Graph()) {
       try {
         NativeSwap.ensureLoadedFor(shaped);

@@ -1,6 +1,7 @@
 package dev.lms4j.viz;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.plan.RecomputeApplier;
@@ -24,7 +25,7 @@ final class Fixtures {
    * MiB); backward ops read the MatMul input and the Relu input as TF's gradients do.
    */
   static DataflowGraph mlp(int layers) {
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     Tensor w = Tensor.persistent(MIB);
     b.op("x", "Placeholder", OpCategory.FORWARD, List.of(), act(4));
     String prev = "x";
@@ -68,7 +69,7 @@ final class Fixtures {
    */
   static DataflowGraph branches(int k) {
     long kib = 1024;
-    DataflowGraph.Builder b = DataflowGraph.builder()
+    DataflowGraphBuilder b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(kib))
         .op("w0", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(kib))
         .op("a", "MatMul", OpCategory.FORWARD, List.of("x", "w0"), Tensor.ofBytes(4 * kib));

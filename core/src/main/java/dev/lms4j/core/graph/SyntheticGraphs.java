@@ -23,7 +23,7 @@ public final class SyntheticGraphs {
    * @param weightBytes bytes of each weight
    */
   public static DataflowGraph trainingChain(int layers, long actBytes, long weightBytes) {
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     long[] shape = {Math.max(1, actBytes / 4 / 16), 16};
     Tensor act = new Tensor("float32", shape, actBytes, false);
     b.op("x", "Placeholder", OpCategory.FORWARD, List.of(), act);

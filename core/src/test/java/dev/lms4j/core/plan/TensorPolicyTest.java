@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.SyntheticGraphs;
 import dev.lms4j.core.graph.Tensor;
@@ -71,7 +72,7 @@ class TensorPolicyTest {
 
   @Test
   void randomOpsAreNeverRecomputable() {
-    DataflowGraph.Builder b = DataflowGraph.builder();
+    DataflowGraphBuilder b = DataflowGraph.builder();
     Tensor t = new Tensor("float32", new long[] {1024, 256}, MB, false);
     b.op("noise", "RandomUniform", OpCategory.FORWARD, List.of(), t);
     b.op("y", "Relu", OpCategory.FORWARD, List.of("noise"), t);

@@ -1,0 +1,125 @@
+package dev.lms4j.core.graph;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Builds a {@link DataflowGraph}; ops keep the order in which they were added.
+ *
+ * <pre>{@code
+ * DataflowGraph g = DataflowGraph.builder().op("x", "Placeholder", OpCategory.FORWARD,
+ *     List.of(), Tensor.ofBytes(4096)).build();
+ * }</pre>
+ */
+public final class DataflowGraphBuilder {
+  private record Pending(String name, String type, OpCategory category, String device,
+      List<String> inputs, List<Tensor> outputs) {}
+
+  private final LinkedHashMap<String, Pending> pending = new LinkedHashMap<>();
+
+  DataflowGraphBuilder() {}
+
+  /** Adds an op with one output tensor. */
+  public DataflowGraphBuilder op(String name, String type, OpCategory category, List<String> inputs,
+      Tensor output) {
+    return op(name, type, category, "", inputs, List.of(output));
+  }
+
+  /**
+   * Adds an op.
+   *
+   * @param inputs data inputs as {@code "op"} or {@code "op:i"}; control inputs as {@code "^op"}
+   */
+  public DataflowGraphBuilder op(String name, String type, OpCategory category, String device,
+      List<String> inputs, List<Tensor> outputs) {
+    if (pending.containsKey(name)) {
+      throw new IllegalArgumentException("duplicate op name '" + name + "'");
+    }
+    pending.put(name, new Pending(name, type, category, device, List.copyOf(inputs),
+        List.copyOf(outputs)));
+    return this;
+  }
+
+  /** True when an op with this name was added. */
+  public boolean has(String name) {
+    return pending.containsKey(name);
+  }
+
+  /** Adds a control edge {@code from -> to} between ops already added. */
+  public DataflowGraphBuilder controlEdge(String from, String to) {
+    Pending p = pending.get(to);
+    if (p == null || !pending.containsKey(from)) {
+      throw new IllegalArgumentException("control edge between unknown ops " + from + " -> " + to);
+    }
+    String ref = "^" + from;
+    if (!p.inputs().contains(ref)) {
+      List<String> ins = new ArrayList<>(p.inputs());
+      ins.add(ref);
+      pending.put(to, new Pending(p.name(), p.type(), p.category(), p.device(), ins, p.outputs()));
+    }
+    return this;
+  }
+
+  /** Replaces data input number {@code index} of op {@code op} with {@code newInput}. */
+  public DataflowGraphBuilder replaceInput(String op, int index, String newInput) {
+    Pending p = pending.get(op);
+    List<String> ins = new ArrayList<>(p.inputs());
+    int k = -1;
+    for (int i = 0; i < ins.size(); i++) {
+      if (!ins.get(i).startsWith("^") && ++k == index) {
+        ins.set(i, newInput);
+        pending.put(op, new Pending(p.name(), p.type(), p.category(), p.device(), ins,
+            p.outputs()));
+        return this;
+      }
+    }
+    throw new IllegalArgumentException(op + " has no data input " + index);
+  }
+
+  /** Resolves names, checks for cycles and returns the graph. */
+  public DataflowGraph build() {
+    Map<String, Integer> ids = new HashMap<>(pending.size() * 2);
+    int next = 0;
+    for (String name : pending.keySet()) {
+      ids.put(name, next++);
+    }
+    List<Op> ops = new ArrayList<>(pending.size());
+    for (Pending p : pending.values()) {
+      List<TensorId> data = new ArrayList<>();
+      List<Integer> ctl = new ArrayList<>();
+      for (String in : p.inputs()) {
+        if (in.startsWith("^")) {
+          ctl.add(resolve(ids, in.substring(1), p.name()));
+        } else {
+          int colon = in.lastIndexOf(':');
+          String opName = colon < 0 ? in : in.substring(0, colon);
+          int idx = colon < 0 ? 0 : Integer.parseInt(in.substring(colon + 1));
+          int src = resolve(ids, opName, p.name());
+          int outs = pending.get(opName).outputs().size();
+          if (idx >= outs) {
+            throw new IllegalArgumentException(p.name() + " reads output " + idx + " of "
+                + opName + ", which has " + outs + " outputs");
+          }
+          data.add(new TensorId(src, idx));
+        }
+      }
+      ops.add(new Op(ids.get(p.name()), p.name(), p.type(), p.category(), p.device(), data,
+          ctl.stream().distinct().toList(), p.outputs()));
+    }
+    return new DataflowGraph(ops, ids);
+  }
+
+  private static int resolve(Map<String, Integer> ids, String name, String user) {
+    Integer id = ids.get(name);
+    if (id == null) {
+      throw new IllegalArgumentException(user + " reads unknown op '" + name + "'");
+    }
+    return id;
+  }
+}
