@@ -154,8 +154,8 @@ class CliTest {
     assertThat(out).contains("--recompute").contains("--backward-scope");
     String[][] bad = {
         {"--recompute", "x"}, {"--recompute", "no/such/op"},
-        {"--recompute", "mlp/dense1/relu", "--lms", "swap"}, {"--backward-scope", "/"}};
-    String[] expect = {"cannot be recomputed", "no op named 'no/such/op'", "--lms remat",
+        {"--recompute", "mlp/dense1/relu", "--lms", "off"}, {"--backward-scope", "/"}};
+    String[] expect = {"cannot be recomputed", "no op named 'no/such/op'", "not --lms off",
         "--backward-scope"};
     for (int i = 0; i < bad.length; i++) {
       Path none = dir.resolve("bad" + i + ".json");
@@ -167,6 +167,15 @@ class CliTest {
       assertThat(err).contains(expect[i]);
       assertThat(none).doesNotExist();
     }
+    // every other mode honours the named op and plans the rest around it
+    Path swap = dir.resolve("manual-swap.json");
+    assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--budget", "150MiB",
+        "--recompute", "mlp/dense1/relu", "--lms", "swap", "--report", swap.toString()))
+        .as(err).isEqualTo(0);
+    JsonNode s = new ObjectMapper().readTree(swap.toFile()).get("plan");
+    assertThat(s.get("parameters").get("planner").asText()).startsWith("manual-recompute");
+    assertThat(s.get("parameters").get("recompute_ops")).extracting(JsonNode::asText)
+        .containsExactly("mlp/dense1/relu");
   }
 
   @Test
