@@ -105,10 +105,16 @@ final class DemoCommand implements Callable<Integer> {
       Report r = new Report(modelArgs.model, batch, b, "auto");
       Reports.lms(r, lr, null);
       Pipeline.fill(r, on);
-      r.json().putObject("demo").put("no_lms_fits", off.fits())
+      com.fasterxml.jackson.databind.node.ObjectNode demo = r.json().putObject("demo");
+      demo.put("no_lms_fits", off.fits())
           .put("unbudgeted_peak_bytes", free.peakBytes())
           .put("unbudgeted_ms_per_step_median", free.medianMs())
           .put("losses_identical", same);
+      // the unbudgeted run's losses, so a reader can compare them with measured.steps itself
+      com.fasterxml.jackson.databind.node.ArrayNode ref = demo.putArray("unbudgeted_losses");
+      for (double l : free.losses()) {
+        ref.add(l);
+      }
       Reports.write(r, report);
     }
     return on.fits() && same ? 0 : Main.FAILED;

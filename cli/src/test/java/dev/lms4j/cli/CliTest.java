@@ -337,6 +337,31 @@ class CliTest {
     assertThat(err).contains("must end in .svg or .png");
   }
 
+  /**
+   * The README's LeNet example in trainer mode under a real budget (88 MiB, memory ratio 0.65,
+   * TFLMS), on synthetic data of Fashion-MNIST's shape so it takes seconds: LMS swaps the two
+   * tensors the README names and trains with the unbudgeted run's epoch losses; without LMS the
+   * same budget runs out of memory (LeNet needs ~92 MiB).
+   */
+  @Test
+  void trainerModeTrainsLeNetUnderABudgetWithLms() throws Exception {
+    String[] common = {"train", "--model", "lenet", "--synthetic-size", "400", "--epochs", "1"};
+    Path free = dir.resolve("free.json");
+    assertThat(run(concat(common, "--lms", "off", "--report", free.toString()))).isEqualTo(0);
+    Path lms = dir.resolve("lms.json");
+    assertThat(run(concat(common, "--budget", "88MiB", "--mem-ratio", "0.65", "--lms", "tflms",
+        "--report", lms.toString()))).as(err).isEqualTo(0);
+    JsonNode f = new ObjectMapper().readTree(free.toFile());
+    JsonNode r = new ObjectMapper().readTree(lms.toFile());
+    assertThat(r.get("budget_bytes").asLong()).isEqualTo(88L << 20);
+    assertThat(r.get("plan").get("swap_outs").asInt()).isEqualTo(2);
+    assertThat(r.get("measured").get("fits").asBoolean()).isTrue();
+    assertThat(r.get("measured").get("steps").get(0).get("loss").asDouble())
+        .isEqualTo(f.get("measured").get("steps").get(0).get("loss").asDouble());
+    assertThat(run(concat(common, "--budget", "88MiB", "--lms", "off"))).isEqualTo(1);
+    assertThat(out + err).containsIgnoringCase("out of memory");
+  }
+
   @Test
   void trainerModeCheckpointsAndResumes() throws Exception {
     Path ckpt = dir.resolve("ckpt");
@@ -391,10 +416,27 @@ class CliTest {
     assertThat(out).contains("budget, no LMS").contains("OOM")
         .contains("are bit-identical to the unbudgeted run's");
     JsonNode r = new ObjectMapper().readTree(report.toFile());
-    assertThat(r.get("demo").get("no_lms_fits").asBoolean()).isFalse();
-    assertThat(r.get("demo").get("losses_identical").asBoolean()).isTrue();
+    JsonNode demo = r.get("demo");
+    assertThat(demo.get("no_lms_fits").asBoolean()).isFalse();
+    // the budget is half the measured unbudgeted peak (whole MiB): no-LMS is 50% short of what
+    // it needs, far beyond the 1-2 MiB a BFC budget flips by
+    long peak = demo.get("unbudgeted_peak_bytes").asLong();
+    long budget = r.get("budget_bytes").asLong();
+    assertThat(budget).isEqualTo(((peak / 2) >> 20) << 20);
+    // LMS fits clearly: the plan aims at 80% of the budget, and the measured peak stays within
+    // the 15% above the prediction the README states
     assertThat(r.get("measured").get("fits").asBoolean()).isTrue();
+    long predicted = r.get("predicted_peak_bytes").get("after").asLong();
+    assertThat(predicted).isLessThanOrEqualTo((long) (budget * 0.8));
     assertThat(r.get("measured").get("peak_bytes").asLong())
-        .isLessThanOrEqualTo(r.get("budget_bytes").asLong());
+        .isLessThanOrEqualTo((long) (predicted * 1.15));
+    // the losses themselves, not the demo's own verdict: LMS run against the unbudgeted one
+    java.util.List<Double> lms = new java.util.ArrayList<>();
+    r.get("measured").get("steps").forEach(st -> lms.add(st.get("loss").asDouble()));
+    java.util.List<Double> free = new java.util.ArrayList<>();
+    demo.get("unbudgeted_losses").forEach(l -> free.add(l.asDouble()));
+    assertThat(free).hasSize(3);
+    assertThat(lms).containsExactlyElementsOf(free);
+    assertThat(demo.get("losses_identical").asBoolean()).isTrue();
   }
 }

@@ -130,8 +130,26 @@ class HybridPlannerTest {
     assertThatThrownBy(() -> HybridPlanner.plan(g, HybridPlanner.Options.of(2 * MB)))
         .isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget")
-        .satisfies(e -> assertThat(((PlanningException) e).smallestBudgetBytes())
-            .isGreaterThan(2 * MB));
+        .satisfies(e -> {
+          long floor = ((PlanningException) e).smallestBudgetBytes();
+          // the floor named for a budget far below it is a true lower bound: a byte less fails
+          // the same way
+          assertThatThrownBy(() -> HybridPlanner.plan(g, HybridPlanner.Options.of(floor - 1)))
+              .isInstanceOfSatisfying(PlanningException.class,
+                  below -> assertThat(below.smallestBudgetBytes()).isEqualTo(floor));
+          // at the floor the search names the budget it really needs (80 KiB above the floor
+          // on this chain: the floor check does not see everything the search does); planning
+          // there succeeds and a byte less fails
+          long[] named = {0};
+          assertThatThrownBy(() -> HybridPlanner.plan(g, HybridPlanner.Options.of(floor)))
+              .isInstanceOfSatisfying(PlanningException.class,
+                  at -> named[0] = at.smallestBudgetBytes());
+          assertThat(named[0]).isGreaterThan(floor);
+          assertThat(HybridPlanner.plan(g, HybridPlanner.Options.of(named[0]))
+              .predictedPeak()).isLessThanOrEqualTo((long) (named[0] * 0.8));
+          assertThatThrownBy(() -> HybridPlanner.plan(g, HybridPlanner.Options.of(named[0] - 1)))
+              .isInstanceOf(PlanningException.class);
+        });
   }
 
   /**

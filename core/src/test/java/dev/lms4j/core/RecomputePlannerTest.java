@@ -99,9 +99,16 @@ class RecomputePlannerTest {
 
   @Test
   void impossibleLimitNamesTheSmallestBudget() {
+    // hand-computed: recomputation brings the peak down to 18 KB and no lower
     assertThatThrownBy(() -> RecomputePlanner.underBudget(twoLayers("Relu"), 10 * KB, 1.0))
-        .isInstanceOf(PlanningException.class)
+        .isInstanceOfSatisfying(PlanningException.class,
+            e -> assertThat(e.smallestBudgetBytes()).isEqualTo(18 * KB))
         .hasMessageContaining("smallest budget");
+    // the named budget works, a byte less does not
+    assertThat(RecomputePlanner.underBudget(twoLayers("Relu"), 18 * KB, 1.0).plan().isEmpty())
+        .isFalse();
+    assertThatThrownBy(() -> RecomputePlanner.underBudget(twoLayers("Relu"), 18 * KB - 1, 1.0))
+        .isInstanceOf(PlanningException.class);
   }
 
   @Test

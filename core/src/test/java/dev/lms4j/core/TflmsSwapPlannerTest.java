@@ -176,8 +176,24 @@ class TflmsSwapPlannerTest {
     var r = SwapAutoTuner.tune(chain, SwapParams.defaults(), budget, 0.9);
     assertThat(r.lmsNeeded()).isTrue();
     assertThat(r.predictedPeak()).isLessThanOrEqualTo((long) (budget * 0.9));
-    assertThat(r.plan().params().swapoutThreshold()).isPositive();
-    assertThat(r.plan().params().swapinAhead()).isPositive();
+    // threshold and ahead are the largest that fit, searched in this order with the later
+    // parameters at their starting values (ahead 1, groupby 0): one step further does not fit
+    SwapParams chosen = r.plan().params();
+    int th = chosen.swapoutThreshold();
+    int ah = chosen.swapinAhead();
+    int gb = chosen.swapinGroupby();
+    assertThat(chosen.syncMode()).isZero();
+    long fit = (long) (budget * 0.9);
+    assertThat(SwapAutoTuner.simulatePeak(chain, TflmsSwapPlanner.plan(chain, params(th, 1, 0))))
+        .isLessThanOrEqualTo(fit);
+    assertThat(SwapAutoTuner.simulatePeak(chain, TflmsSwapPlanner.plan(chain,
+        params(th + 1, 1, 0)))).as("threshold %d + 1", th).isGreaterThan(fit);
+    assertThat(SwapAutoTuner.simulatePeak(chain, TflmsSwapPlanner.plan(chain,
+        params(th, ah + 1, 0)))).as("ahead %d + 1", ah).isGreaterThan(fit);
+    // groupby: all consumers in one group (the level count) is tried first, and fits here
+    int levels = dev.lms4j.core.schedule.Levels.of(chain).count();
+    assertThat(gb).isEqualTo(levels);
+    assertThat(SwapAutoTuner.simulatePeak(chain, r.plan())).isEqualTo(r.predictedPeak());
   }
 
   @Test
@@ -185,8 +201,15 @@ class TflmsSwapPlannerTest {
     assertThatThrownBy(() -> SwapAutoTuner.tune(chain, SwapParams.defaults(), 3 * MB, 0.9))
         .isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget that could work")
-        .satisfies(e -> assertThat(((PlanningException) e).smallestBudgetBytes())
-            .isGreaterThan(3 * MB));
+        .satisfies(e -> {
+          long named = ((PlanningException) e).smallestBudgetBytes();
+          // the named budget really is the smallest: planning there succeeds, a byte less fails
+          assertThat(SwapAutoTuner.tune(chain, SwapParams.defaults(), named, 0.9).predictedPeak())
+              .isLessThanOrEqualTo((long) (named * 0.9));
+          assertThatThrownBy(() -> SwapAutoTuner.tune(chain, SwapParams.defaults(), named - 1,
+              0.9)).isInstanceOfSatisfying(PlanningException.class,
+                  below -> assertThat(below.smallestBudgetBytes()).isEqualTo(named));
+        });
   }
 
   @Test

@@ -67,6 +67,9 @@ import org.slf4j.LoggerFactory;
 public final class OptimalPlanner {
   private static final Logger LOG = LoggerFactory.getLogger(OptimalPlanner.class);
 
+  /** CP-SAT's random seed: solves are reproducible. */
+  public static final int SEED = 20_261_124;
+
   private OptimalPlanner() {}
 
   /**
@@ -78,7 +81,8 @@ public final class OptimalPlanner {
    * @param tier         swap tier (its bandwidth and latency)
    * @param swap         swapping allowed
    * @param recompute    recomputation allowed
-   * @param timeLimitSec solver time limit, seconds
+   * @param timeLimitSec solver limit in CP-SAT's deterministic time (about seconds of one
+   *                     worker's work; not wall clock, so results do not depend on load)
    * @param onceRecomputed each tensor is recomputed at most once (lms4j's recompute rewriter
    *                       clones an op once); false: as often as pays (Checkmate's model)
    */
@@ -99,7 +103,7 @@ public final class OptimalPlanner {
           onceRecomputed);
     }
 
-    /** With another solver time limit, seconds. */
+    /** With another solver limit, in CP-SAT's deterministic time (about seconds). */
     public Options withTimeLimit(double sec) {
       return new Options(budgetBytes, memRatio, costModel, tier, swap, recompute, sec,
           onceRecomputed);
@@ -255,7 +259,10 @@ public final class OptimalPlanner {
     return solve(problem(g, o), o.timeLimitSec());
   }
 
-  /** Solves a problem with CP-SAT under a time limit. */
+  /**
+   * Solves a problem with CP-SAT: one worker, seed {@link #SEED}, at most {@code timeLimitSec}
+   * of deterministic time.
+   */
   public static Result solve(Problem pr, double timeLimitSec) {
     Loader.loadNativeLibraries();
     long t0 = System.nanoTime();
@@ -387,8 +394,12 @@ public final class OptimalPlanner {
     }
     m.minimize(cost);
     CpSolver solver = new CpSolver();
-    solver.getParameters().setMaxTimeInSeconds(timeLimitSec);
-    solver.getParameters().setNumWorkers(2);
+    // reproducible: one worker, a fixed seed and a deterministic-time limit (CP-SAT's measure
+    // of work done, about seconds on a fast core) instead of wall clock, so the same problem
+    // ends in the same status and solution however loaded the machine is
+    solver.getParameters().setNumWorkers(1);
+    solver.getParameters().setRandomSeed(SEED);
+    solver.getParameters().setMaxDeterministicTime(timeLimitSec);
     CpSolverStatus st = solver.solve(m);
     long ms = (System.nanoTime() - t0) / 1_000_000;
     boolean feasible = st == CpSolverStatus.OPTIMAL || st == CpSolverStatus.FEASIBLE;

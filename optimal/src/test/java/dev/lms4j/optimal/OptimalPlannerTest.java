@@ -128,33 +128,35 @@ class OptimalPlannerTest {
 
   /**
    * How far the hybrid planner (auto) is from the optimum: its predicted overhead (step time
-   * above the step without LMS) within 10% of the optimal overhead on chains of <= 200 ops.
+   * above the step without LMS) within 10% of the proven optimal overhead on the 54-op chain.
+   * Only proven optima count: with one worker and a deterministic limit CP-SAT's best solution
+   * on 199 ops was worse than auto's plan (2.92 vs 1.70 ms at 50%), a comparison that could not
+   * fail; that size belongs to the benchmark.
    */
   @Test
   void autoIsWithinTenPercentOfOptimal() {
-    // 10 and 39 layers (54 and 199 ops); docs/planner.md also lists 20 layers (104 ops)
-    for (int layers : new int[] {10, 39}) {
+    for (int layers : new int[] {10}) {
       DataflowGraph g = SyntheticGraphs.trainingChain(layers, MB, 64 * 1024);
       long before = peak(g);
       for (double f : new double[] {0.5, 0.7}) {
         long budget = (long) (before * f / 0.8);
-        // 8 s per solve: the 54-op problems are proven optimal in < 1 s; the 199-op ones end
-        // FEASIBLE (best found, not proven) at the limit
+        // one worker, fixed seed, a limit in CP-SAT's deterministic time: the 54-op problems
+        // are proven optimal within 8 units (README: "proven optimal at 54 ops")
         OptimalPlanner.Result opt = OptimalPlanner.solve(g, OptimalPlanner.Options.of(budget)
             .withTimeLimit(8));
-        OptimalPlanner.Result any = layers > 10 ? opt : OptimalPlanner.solve(g,
-            OptimalPlanner.Options.of(budget).withTimeLimit(8).anyRecomputation());
         HybridPlanner.Result h = HybridPlanner.plan(g, HybridPlanner.Options.of(budget));
-        LOG.info("gap: {} ops, budget {} of the peak: auto overhead {} ms, optimal {} ms ({}), "
-            + "optimal with repeated recomputation {} ms ({})", g.size(), f,
-            String.format("%.3f", h.overheadMs()), String.format("%.3f", opt.overheadMs()),
-            opt.status(), String.format("%.3f", any.overheadMs()), any.status());
+        LOG.info("gap: {} ops, budget {} of the peak: auto overhead {} ms, optimal {} ms ({})",
+            g.size(), f, String.format("%.3f", h.overheadMs()),
+            String.format("%.3f", opt.overheadMs()), opt.status());
         LOG.info("optimal: {}", opt.decisions());
         LOG.info("auto: swaps {}, recomputed {}", h.swaps().swapOuts().stream()
             .map(so -> so.tensorName() + " trig " + so.swapIns().get(0).triggers()).toList(),
             h.recompute().groups().stream().map(gr -> gr.ops() + " trig " + gr.triggers())
             .toList());
-        assertThat(any.stepMs()).isLessThanOrEqualTo(opt.stepMs() + 1e-6);
+        assertThat(g.size()).isEqualTo(54);
+        assertThat(opt.status()).as("54 ops at %.2f", f).isEqualTo("OPTIMAL");
+        // the bound meets the solution when it is proven
+        assertThat(opt.boundMs()).isCloseTo(opt.stepMs(), within(1e-6));
         assertThat(h.overheadMs()).as("%d ops at %.2f", g.size(), f)
             .isLessThanOrEqualTo(opt.overheadMs() * 1.10 + 1e-4);
       }

@@ -13,7 +13,6 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Random;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.tensorflow.Graph;
@@ -54,9 +53,22 @@ class NativeSwapTest {
   private static final long[][] SHAPES = {{}, {0}, {3, 0, 2}, {1}, {5, 7}, {2, 3, 4, 5},
       {1100, 300}};
 
-  @BeforeAll
-  static void library() {
-    assumeTrue(NativeSwap.load(), "native swap library not available: " + NativeSwap.status());
+  /**
+   * The tests that run the native ops call this. On linux-x86_64 the build fails when gcc cannot
+   * make the library, so a library that does not load is a failure here, never a skip; only a
+   * build with {@code -Dlms4j.native.skip=true} or another platform skips (and CI's
+   * {@code .ci/check-skips} refuses skips).
+   */
+  static void requireLibrary() {
+    boolean loaded = NativeSwap.load();
+    String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
+    String arch = System.getProperty("os.arch", "");
+    if (Boolean.getBoolean("lms4j.native.skip") || !os.contains("linux")
+        || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+      assumeTrue(loaded, "native swap library not available: " + NativeSwap.status());
+    }
+    assertThat(loaded).as("native swap library built for linux-x86_64 must load: %s",
+        NativeSwap.status()).isTrue();
   }
 
   @Test
@@ -66,6 +78,7 @@ class NativeSwapTest {
 
   @Test
   void roundTripsAreBitIdenticalForEveryDtypeAndShape(@TempDir Path dir) {
+    requireLibrary();
     GraphDef.Builder gd = GraphDef.newBuilder();
     List<String> fetches = new ArrayList<>();
     Random rnd = new Random(5);
@@ -120,6 +133,7 @@ class NativeSwapTest {
 
   @Test
   void lossesAreIdenticalWithNativeAndStandardSwaps(@TempDir Path dir) {
+    requireLibrary();
     TrainingGraph net = TinyNet.build(64, 128, 6);
     SwapParams host = SwapParams.builder().swapoutThreshold(3).swapinAhead(1).swapinGroupby(2)
         .tier(Tier.HOST).build();
@@ -146,6 +160,7 @@ class NativeSwapTest {
   @Test
   void hostMemoryAndFilesAreReleasedAfterManyStepsAndAfterAFailedStep(@TempDir Path dir)
       throws InterruptedException {
+    requireLibrary();
     NativeSwap.Stats start = NativeSwap.stats();
     assertThat(start.hostLiveBytes()).isZero();
     // x (4 MiB) -> swap-out -> [check: fails on a NaN feed] -> swap-in -> sum; the swap-in
@@ -166,11 +181,19 @@ class NativeSwapTest {
             assertThatThrownBy(() -> s.runner().feed("p", nan).fetch("sum").run())
                 .hasMessageContaining("lms4j test check");
           }
+          // right after the failed run, with the session still open: the swap-out ran (its
+          // host copy was made) and nothing holds it any more
+          NativeSwap.Stats failed = NativeSwap.stats();
+          assertThat(failed.swapOuts() - start.swapOuts()).as(tier + ": swap-outs ran")
+              .isEqualTo(tier == Tier.HOST ? 21 : 42); // 20 good steps and the failed one
+          assertThat(failed.hostLiveBytes()).as(tier + ": host bytes, session open").isZero();
+          assertThat(failed.hostLiveBuffers()).as(tier + ": host buffers, session open").isZero();
+          assertThat(failed.diskLiveFiles()).as(tier + ": swap files, session open").isZero();
+          assertThat(dir.toFile().list()).as(tier + ": swap files on disk, session open")
+              .isEmpty();
         }
       }
       NativeSwap.Stats end = NativeSwap.stats();
-      assertThat(end.swapOuts() - start.swapOuts()).as(tier + ": swap-outs ran")
-          .isGreaterThanOrEqualTo(21);
       assertThat(end.hostLiveBytes()).as(tier + ": host bytes after the failed step").isZero();
       assertThat(end.hostLiveBuffers()).isZero();
       assertThat(end.diskLiveFiles()).isZero();

@@ -102,6 +102,70 @@ class SwapRewriterTest {
     assertThat(SwapRewriter.isRewritten(net.graphDef())).isFalse();
   }
 
+  /**
+   * The disk tier with standard ops: SerializeTensor -> WriteFile(path) after the producer; per
+   * swap-in ReadFile(path) waiting for the write and for the triggers, then ParseTensor feeding
+   * the re-pointed consumers; the file truncated after its last read, before the anchor op.
+   * With the native ops: one Lms4jSwapOutDisk and one Lms4jSwapInDisk per swap-in carrying the
+   * same path, the triggers on the swap-in.
+   */
+  @Test
+  void diskTierRewriteWritesReadsAndTruncatesTheFile(@TempDir Path dir) {
+    SwapPlan plan = TflmsSwapPlanner.plan(model(), params(Tier.DISK));
+    assertThat(plan.swapOuts()).isNotEmpty();
+    GraphDef out = SwapRewriter.rewrite(net.graphDef(), plan, Tier.DISK, dir, "train_op",
+        SwapRewriter.Mechanism.STANDARD);
+    Map<String, NodeDef> n = nodes(out);
+    for (SwapPlan.SwapOut so : plan.swapOuts()) {
+      assertThat(n.get(so.name()).getOp()).isEqualTo("SerializeTensor");
+      assertThat(n.get(so.name()).getInput(0)).isIn(so.tensorName(), so.producer());
+      NodeDef write = n.get(so.name() + "/write");
+      assertThat(write.getOp()).isEqualTo("WriteFile");
+      assertThat(write.getInputList()).containsExactly(so.name() + "/path", so.name());
+      String path = n.get(so.name() + "/path").getAttrOrThrow("value").getTensor()
+          .getStringVal(0).toStringUtf8();
+      assertThat(Path.of(path).getParent()).isEqualTo(dir);
+      for (SwapPlan.SwapIn si : so.swapIns()) {
+        NodeDef read = n.get(si.name() + "/read");
+        assertThat(read.getOp()).isEqualTo("ReadFile");
+        assertThat(read.getInputList()).startsWith(so.name() + "/path", "^" + so.name()
+            + "/write").containsAll(si.triggers().stream().map(t -> "^" + t).toList());
+        NodeDef in = n.get(si.name());
+        assertThat(in.getOp()).isEqualTo("ParseTensor");
+        assertThat(in.getInputList()).containsExactly(si.name() + "/read");
+        for (String c : si.consumers()) {
+          assertThat(n.get(c).getInputList()).contains(si.name()).doesNotContain(so.tensorName());
+        }
+      }
+      NodeDef trunc = n.get(so.name() + "/truncate");
+      assertThat(trunc.getOp()).isEqualTo("WriteFile");
+      assertThat(trunc.getInputList()).startsWith(so.name() + "/path", so.name() + "/empty")
+          .containsAll(so.swapIns().stream().map(si -> "^" + si.name() + "/read").toList());
+      assertThat(n.get("train_op").getInputList()).contains("^" + so.name() + "/truncate");
+    }
+    try (Graph g = new Graph()) {
+      g.importGraphDef(out);
+    }
+
+    GraphDef nat = SwapRewriter.rewrite(net.graphDef(), plan, Tier.DISK, dir, "train_op",
+        SwapRewriter.Mechanism.NATIVE);
+    Map<String, NodeDef> m = nodes(nat);
+    for (SwapPlan.SwapOut so : plan.swapOuts()) {
+      NodeDef o = m.get(so.name());
+      assertThat(o.getOp()).isEqualTo(NativeSwap.SWAP_OUT_DISK);
+      String path = o.getAttrOrThrow("path").getS().toStringUtf8();
+      assertThat(Path.of(path).getParent()).isEqualTo(dir);
+      assertThat(m).doesNotContainKey(so.name() + "/write");
+      for (SwapPlan.SwapIn si : so.swapIns()) {
+        NodeDef in = m.get(si.name());
+        assertThat(in.getOp()).isEqualTo(NativeSwap.SWAP_IN_DISK);
+        assertThat(in.getAttrOrThrow("path").getS().toStringUtf8()).isEqualTo(path);
+        assertThat(in.getInputList()).startsWith(so.name())
+            .containsAll(si.triggers().stream().map(t -> "^" + t).toList());
+      }
+    }
+  }
+
   @Test
   void devicePlacementTierPlacesIdentitiesOnHostAndBack() {
     SwapPlan plan = TflmsSwapPlanner.plan(model(), params(Tier.DEVICE_PLACEMENT));

@@ -63,6 +63,9 @@ class HybridUnderBudgetTest {
         BudgetedRunner.Options.of(budget, 4));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).containsExactly(free.losses());
-    assertThat(on.peakBytes()).isLessThanOrEqualTo(budget);
+    // the README: with LMS the measured peak runs up to ~15% above the prediction (a run that
+    // fit under the budget cannot show a peak above it, so that check could not fail)
+    assertThat(on.peakBytes()).as("measured against predicted %d", lr.predictedPeakAfter())
+        .isLessThanOrEqualTo((long) (lr.predictedPeakAfter() * 1.15));
   }
 }

@@ -73,7 +73,10 @@ class LmsUnderBudgetTest {
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.steps()).hasSize(5);
     assertThat(on.losses()).containsExactly(free.losses());
-    assertThat(on.peakBytes()).isLessThanOrEqualTo(budget);
+    // the README: with LMS the measured peak runs up to ~15% above the prediction (a run that
+    // fit under the budget cannot show a peak above it, so that check could not fail)
+    assertThat(on.peakBytes()).as("measured against predicted %d", lr.predictedPeakAfter())
+        .isLessThanOrEqualTo((long) (lr.predictedPeakAfter() * 1.15));
 
     // the simulator against measurement: without LMS it has been within 2% here; with LMS the
     // measured peak ran 10-16% above the prediction (kernels keep memory the model does not see)

@@ -22,13 +22,13 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 /**
- * Renders the HTML report in headless Chromium (Debian's {@code chromium}; skipped when it is
- * absent): the table sorts when its headings are clicked, and a screenshot shows the plots.
+ * Renders the HTML report in headless Chromium (Debian's {@code chromium}, found on the PATH as
+ * {@code .ci/run}'s {@code command -v chromium} finds it, or {@code -Dlms4j.chromium=PATH};
+ * skipped when it is absent, which {@code .ci/check-skips} turns into a CI failure): the table sorts when its headings are clicked, and a screenshot shows the plots.
  * The screenshot is kept in {@code target/html-render/} for people to look at.
  */
 class HtmlRenderTest {
-  private static final Path CHROMIUM = Path.of(System.getProperty("lms4j.chromium",
-      "/usr/bin/chromium"));
+  private static final Path CHROMIUM = findChromium();
   private static final Pattern ROW = Pattern.compile("<tr data-index=\"(\\d+)\" "
       + "data-bytes=\"(\\d+)\" class=\"[^\"]+\"><td>[^<]*</td><td data-sort=\"([^\"]*)\">");
 
@@ -53,10 +53,24 @@ class HtmlRenderTest {
         .isNotEqualTo(sorted(original, bySize())).isNotEqualTo(sorted(original, byTensor()));
   }
 
+  /** {@code -Dlms4j.chromium}, else the first executable {@code chromium} on the PATH. */
+  static Path findChromium() {
+    String set = System.getProperty("lms4j.chromium");
+    if (set != null && !set.isBlank()) {
+      return Path.of(set);
+    }
+    for (String d : System.getenv().getOrDefault("PATH", "").split(java.io.File.pathSeparator)) {
+      if (!d.isEmpty() && Files.isExecutable(Path.of(d, "chromium"))) {
+        return Path.of(d, "chromium");
+      }
+    }
+    return Path.of("chromium"); // not found: the tests skip and say so
+  }
+
   @BeforeEach
   void needChromium() {
-    assumeTrue(Files.isExecutable(CHROMIUM), "Chromium not found at " + CHROMIUM + ": skipping "
-        + "the rendering test (apt-get install chromium fonts-dejavu-core, or set "
+    assumeTrue(Files.isExecutable(CHROMIUM), "Chromium not found (" + CHROMIUM + " on the "
+        + "PATH): skipping the rendering test (apt-get install chromium fonts-dejavu-core, or set "
         + "-Dlms4j.chromium=PATH)");
   }
 
