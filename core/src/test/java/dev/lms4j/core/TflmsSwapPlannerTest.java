@@ -191,7 +191,7 @@ class TflmsSwapPlannerTest {
     assertThat(SwapAutoTuner.simulatePeak(chain, TflmsSwapPlanner.plan(chain,
         params(th, ah + 1, 0)))).as("ahead %d + 1", ah).isGreaterThan(fit);
     // groupby: all consumers in one group (the level count) is tried first, and fits here
-    int levels = dev.lms4j.core.schedule.Levels.of(chain).count();
+    int levels = dev.lms4j.core.graph.Levels.of(chain).count();
     assertThat(gb).isEqualTo(levels);
     assertThat(SwapAutoTuner.simulatePeak(chain, r.plan())).isEqualTo(r.predictedPeak());
   }

@@ -1,12 +1,12 @@
-package dev.lms4j.core;
+package dev.lms4j.core.plan;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
-import dev.lms4j.core.plan.Fusions;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -24,7 +24,7 @@ class FusionsTest {
    */
   private static DataflowGraph chain(String producer, String middle, String activation,
       String... extraForwardReaders) {
-    DataflowGraph.Builder b = DataflowGraph.builder()
+    DataflowGraphBuilder b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(4 * KB))
         .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))
         .op("b", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))
