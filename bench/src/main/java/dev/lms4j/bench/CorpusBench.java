@@ -71,7 +71,34 @@ public final class CorpusBench {
    */
   public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
       double resolution, Path outDir, PrintStream out) throws IOException {
+    return run(name, families, size, resolution, false, outDir, out);
+  }
+
+  /**
+   * As above; with {@code append}, the families already in {@code corpus-<name>.json} that are
+   * not measured again are kept (each family records the resolution it was measured with).
+   */
+  public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
+      double resolution, boolean append, Path outDir, PrintStream out) throws IOException {
     Files.createDirectories(outDir);
+    List<ObjectNode> kept = new ArrayList<>();
+    double keptSeconds = 0;
+    Path existing = outDir.resolve("corpus-" + name + ".json");
+    if (append && Files.exists(existing)) {
+      var old = JSON.readTree(existing.toFile());
+      keptSeconds = old.path("wall_seconds").asDouble();
+      for (var f : old.path("families")) {
+        boolean again = families.stream().anyMatch(x -> x.label().equals(f.path("family")
+            .asText()));
+        if (!again) {
+          ObjectNode copy = ((ObjectNode) f).deepCopy();
+          if (!copy.has("resolution")) {
+            copy.put("resolution", old.path("resolution").asDouble());
+          }
+          kept.add(copy);
+        }
+      }
+    }
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench-corpus/1").put("suite", "corpus")
         .put("machine", Machine.describe())
@@ -79,11 +106,12 @@ public final class CorpusBench {
         .put("size", size.name().toLowerCase(Locale.ROOT))
         .put("resolution", resolution).put("steps_per_probe", STEPS);
     ArrayNode rows = root.putArray("families");
-    long t0 = System.nanoTime();
+    kept.forEach(rows::add);
+    long t0 = System.nanoTime() - (long) (keptSeconds * 1e9);
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try {
       for (Corpus.Family f : families) {
-        rows.add(family(f, size, resolution, pool, out));
+        rows.add(family(f, size, resolution, pool, out).put("resolution", resolution));
         // written after every family, so a long run that is stopped keeps what it measured
         root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
         write(root, outDir, name);
@@ -277,7 +305,8 @@ public final class CorpusBench {
         .append("Smallest budget that trains (init + ").append(root.path("steps_per_probe")
             .asInt()).append(" steps in a worker JVM under the BFC limit), bisected within ")
         .append(Math.round(root.path("resolution").asDouble() * 100))
-        .append("% of TensorFlow's own minimum; lms4j modes as a fraction of TensorFlow's own "
+        .append("% of TensorFlow's own minimum (a family measured at another resolution says so "
+            + "in its `resolution`); lms4j modes as a fraction of TensorFlow's own "
             + "minimum (the unmodified graph, grappler's default). `=` marks losses "
             + "bit-identical to the unbudgeted run's, `!=` different.\n\n");
     md.append("| family | TF min | grappler recomp | heur | sched | tflms | swap | remat | auto "

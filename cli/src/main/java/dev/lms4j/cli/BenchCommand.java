@@ -64,6 +64,15 @@ final class BenchCommand implements Callable<Integer> {
       + "corpus-NAME.json and .md (default: the size).")
   String tag;
 
+  @Option(names = "--resolution", paramLabel = "FRACTION", defaultValue = "0.08",
+      description = "corpus suite: bisection step as a fraction of TensorFlow's minimum "
+          + "(default ${DEFAULT-VALUE}).")
+  double resolution;
+
+  @Option(names = "--append", description = "corpus suite: keep the families already in "
+      + "corpus-NAME.json that this run does not measure.")
+  boolean append;
+
   @Override
   public Integer call() throws Exception {
     if (suite.equals("corpus")) {
@@ -78,7 +87,10 @@ final class BenchCommand implements Callable<Integer> {
       java.util.List<dev.lms4j.train.corpus.Corpus.Family> fs = families == null
           ? dev.lms4j.train.corpus.Corpus.families()
           : families.stream().map(dev.lms4j.train.corpus.Corpus::getOrThrow).toList();
-      CorpusBench.run(tag == null ? size : tag, fs, sz, 0.08, out, System.out);
+      if (!(resolution > 0 && resolution < 1)) {
+        throw new IllegalArgumentException("--resolution must be between 0 and 1");
+      }
+      CorpusBench.run(tag == null ? size : tag, fs, sz, resolution, append, out, System.out);
       return 0;
     }
     if (model != null && (suite.equals("checkpoint") || suite.equals("native"))) {
