@@ -51,6 +51,16 @@ class CorpusTest {
   }
 
   @Test
+  void resourceVariablesAndSlotsAreParameters() {
+    TrainingGraph tg = Corpus.Family.EMBEDDING_RESOURCE.build(Corpus.Size.SMALL, 7);
+    DataflowGraph g = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(), -1,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+    // table 1000 x 8; fc1 32 x 16 + 16 and fc2 16 x 2 + 2, each with a momentum slot:
+    // (8,000 + 2 x (528 + 34)) floats x 4 bytes = 36,496 bytes
+    assertThat(g.persistentBytes()).isEqualTo(36_496);
+  }
+
+  @Test
   void unknownFamilyNamesTheKnownOnes() {
     assertThat(Corpus.getOrThrow("LSTM")).isEqualTo(Corpus.Family.LSTM);
     assertThatThrownBy(() -> Corpus.getOrThrow("nope"))
