@@ -155,10 +155,17 @@ public final class CorpusBench {
     say(out, "== %s: %d ops, parameters %.1f MiB, floor %.1f MiB, predicted peak %.1f MiB, "
         + "measured %.1f MiB", f.label(), model.size(), mib(model.persistentBytes()), mib(floor),
         mib(simulated), mib(free.peakBytes()));
-    long lo = Math.max(1, (floor >> 20) / 2);
+    final long lo = Math.max(1, (floor >> 20) / 2);
+    long noLmsLo = lo;
     long hi = (free.peakBytes() >> 20) * 3 / 2 + 16;
+    // a step's traced peak misses kernel scratch and the init run: double until no-LMS trains
+    while (hi < 16_384 && attempt(tg, Method.NONE, hi, reference).mib < 0) {
+      say(out, "  %-18s %-16s %5d MiB: OOM, doubling", f.label(), Method.NONE.label, hi);
+      noLmsLo = hi;
+      hi *= 2;
+    }
     Map<Method, Probe> found = new EnumMap<>(Method.class);
-    found.put(Method.NONE, smallest(f.label(), tg, Method.NONE, lo, hi, resolution, reference,
+    found.put(Method.NONE, smallest(f.label(), tg, Method.NONE, noLmsLo, hi, resolution, reference,
         out));
     long tfMin = found.get(Method.NONE).mib;
     if (tfMin < 0) {
@@ -295,7 +302,7 @@ public final class CorpusBench {
   }
 
   /** The Markdown table of a result. */
-  static String markdown(ObjectNode root) {
+  public static String markdown(ObjectNode root) {
     StringBuilder md = new StringBuilder();
     md.append("# Corpus benchmark (").append(root.path("size").asText()).append(" size)\n\n")
         .append("Command: `").append(root.path("command").asText()).append("`; machine: ")
