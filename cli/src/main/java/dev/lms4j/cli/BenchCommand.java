@@ -1,6 +1,7 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.bench.CheckpointBench;
+import dev.lms4j.bench.CorpusBench;
 import dev.lms4j.bench.ModelBench;
 import dev.lms4j.bench.NativeSwapBench;
 import java.nio.file.Path;
@@ -19,6 +20,12 @@ import picocli.CommandLine.Option;
             + "ops. quick takes about 20 minutes on 2 cores; smoke about 2. steptime: ResNet-50's "
             + "step times only (no LMS, tflms, swap, remat-xla, auto) at 50 and 33%% of the "
             + "no-LMS budget, in 9 rounds, about 8 minutes.",
+        "corpus: per corpus family (graphs built as TF Java users build them: resource "
+            + "variables, framework optimizers, unrolled RNNs, embeddings, U-Net, ...), "
+            + "TensorFlow's own smallest budget under each grappler memory_optimization mode "
+            + "and each lms4j mode's (tflms, swap, remat, auto) as a fraction of it, predicted vs "
+            + "measured peak; --size bench (default) or small, --families a,b, --tag NAME "
+            + "(files corpus-NAME.json/.md). About an hour at bench size on 2 cores.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
@@ -26,7 +33,7 @@ import picocli.CommandLine.Option;
             + "overlap."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
-      description = "quick (default), full, smoke, steptime, checkpoint or native.")
+      description = "quick (default), full, smoke, steptime, corpus, checkpoint or native.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -45,8 +52,47 @@ final class BenchCommand implements Callable<Integer> {
       description = "Model option for --model, e.g. -o image=32.")
   java.util.Map<String, String> options = new java.util.LinkedHashMap<>();
 
+  @Option(names = "--size", paramLabel = "small|bench", defaultValue = "bench",
+      description = "corpus suite: the graphs' size (default ${DEFAULT-VALUE}).")
+  String size;
+
+  @Option(names = "--families", paramLabel = "NAME,...", split = ",",
+      description = "corpus suite: only these families (default: all).")
+  java.util.List<String> families;
+
+  @Option(names = "--tag", paramLabel = "NAME", description = "corpus suite: results go to "
+      + "corpus-NAME.json and .md (default: the size).")
+  String tag;
+
+  @Option(names = "--resolution", paramLabel = "FRACTION", defaultValue = "0.08",
+      description = "corpus suite: bisection step as a fraction of TensorFlow's minimum "
+          + "(default ${DEFAULT-VALUE}).")
+  double resolution;
+
+  @Option(names = "--append", description = "corpus suite: keep the families already in "
+      + "corpus-NAME.json that this run does not measure.")
+  boolean append;
+
   @Override
   public Integer call() throws Exception {
+    if (suite.equals("corpus")) {
+      if (model != null) {
+        throw new IllegalArgumentException("--model does not go with the corpus suite");
+      }
+      dev.lms4j.train.corpus.Corpus.Size sz = switch (size) {
+        case "small" -> dev.lms4j.train.corpus.Corpus.Size.SMALL;
+        case "bench" -> dev.lms4j.train.corpus.Corpus.Size.BENCH;
+        default -> throw new IllegalArgumentException("--size must be small or bench");
+      };
+      java.util.List<dev.lms4j.train.corpus.Corpus.Family> fs = families == null
+          ? dev.lms4j.train.corpus.Corpus.families()
+          : families.stream().map(dev.lms4j.train.corpus.Corpus::getOrThrow).toList();
+      if (!(resolution > 0 && resolution < 1)) {
+        throw new IllegalArgumentException("--resolution must be between 0 and 1");
+      }
+      CorpusBench.run(tag == null ? size : tag, fs, sz, resolution, append, out, System.out);
+      return 0;
+    }
     if (model != null && (suite.equals("checkpoint") || suite.equals("native"))) {
       throw new IllegalArgumentException(
           "--model goes with the quick, full, smoke or steptime suite");
@@ -71,7 +117,7 @@ final class BenchCommand implements Callable<Integer> {
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
       case "native" -> NativeSwapBench.run(out, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
-          + "steptime, checkpoint or native");
+          + "steptime, corpus, checkpoint or native");
     }
     return 0;
   }

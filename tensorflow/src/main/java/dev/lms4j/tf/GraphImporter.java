@@ -27,6 +27,11 @@ import org.tensorflow.proto.TensorShapeProto;
  * set on the placeholders before shape inference, so they propagate. The batch size is
  * {@code batchSize} when given, else the first dimension of the placeholders; a placeholder whose
  * first dimension is unknown then is an error. Later unknown dimensions of a shape count as 1.
+ *
+ * <p>Resource variables are sized as their data, not their handle ({@link ResourceVariables}):
+ * a {@code VarHandleOp}'s output holds the variable's bytes (persistent, like a
+ * {@code VariableV2}), and a {@code ReadVariableOp} aliases the variable's buffer, unless an
+ * update of the variable may run while the read is still alive (copy-on-write).
  */
 public final class GraphImporter {
   /** Default name scope of gradient ops ({@code Graph.addGradients} and Python's tf.gradients). */
@@ -72,6 +77,7 @@ public final class GraphImporter {
       if (batchSize < 0) {
         batchSize = inferBatch(g, shaped);
       }
+      ResourceVariables resources = ResourceVariables.of(shaped, keep);
       for (NodeDef n : shaped.getNodeList()) {
         if (keep != null && !keep.contains(n.getName())) {
           continue;
@@ -79,7 +85,7 @@ public final class GraphImporter {
         GraphOperation op = g.operation(n.getName());
         List<Tensor> outs = new ArrayList<>();
         for (int i = 0; i < op.numOutputs(); i++) {
-          outs.add(tensor(op, i, batchSize));
+          outs.add(resources.adjust(n, i, tensor(op, i, batchSize)));
         }
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
       }

@@ -24,7 +24,9 @@ import java.util.Set;
  *  "loss":"loss:0", "train_op":"train_op", "init":"init"}
  * }</pre>
  *
- * Unknown keys are ignored. {@code loss} is a tensor name ({@code :0} implied); {@code train_op}
+ * Unknown keys are ignored. An integer feed with {@code "fill":"ids", "max":N} is filled with
+ * seeded ids drawn uniformly from {@code [0, N)} (token or embedding ids); other fills of an
+ * integer feed give {@code round(10 x value)}. {@code loss} is a tensor name ({@code :0} implied); {@code train_op}
  * and {@code init} are op names. An optional {@code "metrics": {"accuracy": "accuracy:0"}} names
  * scalar tensors a trainer reports and evaluates besides the loss.
  *
@@ -43,7 +45,7 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
   }
 
   /** The fills a synthetic feed may use. */
-  public static final Set<String> FILLS = Set.of("normal", "uniform", "zeros", "onehot");
+  public static final Set<String> FILLS = Set.of("normal", "uniform", "zeros", "onehot", "ids");
 
   /** The dtypes a feed may have. */
   public static final Set<String> DTYPES = Set.of("float32", "float64", "int32", "int64");
@@ -54,9 +56,22 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
    * @param name  placeholder name (op name, or tensor name with index)
    * @param dtype one of {@link #DTYPES}
    * @param shape static shape; {@code -1} is not allowed here
-   * @param fill  one of {@link #FILLS}
+   * @param fill  one of {@link #FILLS}; {@code ids} (integer feeds only) draws seeded ids
+   *              uniformly from {@code [0, max)}
+   * @param max   for fill {@code ids}: the number of ids (at least 1); 0 for other fills
    */
-  public record Feed(String name, String dtype, long[] shape, String fill) {
+  public record Feed(String name, String dtype, long[] shape, String fill, long max) {
+
+    /** A feed whose fill needs no {@code max}. */
+    public Feed(String name, String dtype, long[] shape, String fill) {
+      this(name, dtype, shape, fill, 0);
+    }
+
+    /** An integer feed of seeded ids in {@code [0, max)}. */
+    public static Feed ids(String name, String dtype, long[] shape, long max) {
+      return new Feed(name, dtype, shape, "ids", max);
+    }
+
     public Feed {
       Objects.requireNonNull(name, "feed name");
       if (!DTYPES.contains(dtype)) {
@@ -66,6 +81,23 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
       if (!FILLS.contains(fill)) {
         throw new IllegalArgumentException("feed '" + name + "': unknown fill '" + fill
             + "' (expected one of " + sorted(FILLS) + ")");
+      }
+      if (fill.equals("ids")) {
+        if (!dtype.startsWith("int")) {
+          throw new IllegalArgumentException("feed '" + name + "': fill \"ids\" needs an int32 "
+              + "or int64 feed, not " + dtype);
+        }
+        if (max < 1) {
+          throw new IllegalArgumentException("feed '" + name + "': fill \"ids\" needs \"max\" "
+              + ">= 1 (ids are drawn from [0, max))");
+        }
+        if (dtype.equals("int32") && max - 1 > Integer.MAX_VALUE) {
+          throw new IllegalArgumentException("feed '" + name + "': \"max\" " + max
+              + " does not fit an int32 feed");
+        }
+      } else if (max != 0) {
+        throw new IllegalArgumentException("feed '" + name + "': \"max\" only goes with fill "
+            + "\"ids\"");
       }
       long elements = 1;
       for (long d : shape) {
@@ -103,12 +135,12 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
     @Override
     public boolean equals(Object o) {
       return o instanceof Feed f && f.name.equals(name) && f.dtype.equals(dtype)
-          && java.util.Arrays.equals(f.shape, shape) && f.fill.equals(fill);
+          && java.util.Arrays.equals(f.shape, shape) && f.fill.equals(fill) && f.max == max;
     }
 
     @Override
     public int hashCode() {
-      return Objects.hash(name, dtype, java.util.Arrays.hashCode(shape), fill);
+      return Objects.hash(name, dtype, java.util.Arrays.hashCode(shape), fill, max);
     }
   }
 
@@ -183,8 +215,13 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
         }
         shape[i] = d.asLong();
       }
+      JsonNode maxNode = f.get("max");
+      if (maxNode != null && !maxNode.isNull() && !maxNode.canConvertToLong()) {
+        throw new IllegalArgumentException("feed '" + name + "': \"max\" must be an integer");
+      }
       feeds.add(new Feed(name, text(f, "dtype", "float32").toLowerCase(Locale.ROOT), shape,
-          text(f, "fill", "normal").toLowerCase(Locale.ROOT)));
+          text(f, "fill", "normal").toLowerCase(Locale.ROOT),
+          maxNode == null || maxNode.isNull() ? 0 : maxNode.asLong()));
     }
     String loss = text(root, "loss", null);
     String trainOp = text(root, "train_op", null);
@@ -235,6 +272,9 @@ public record Manifest(List<Feed> feeds, String loss, String trainOp, String ini
         s.add(d);
       }
       n.put("fill", f.fill());
+      if (f.max() != 0) {
+        n.put("max", f.max());
+      }
     }
     root.put("loss", loss).put("train_op", trainOp);
     if (init != null) {

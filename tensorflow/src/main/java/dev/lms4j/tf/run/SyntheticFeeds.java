@@ -12,7 +12,9 @@ import org.tensorflow.types.TInt64;
 
 /**
  * Makes a feed's synthetic tensor for a step, seeded by (seed, step, feed index) so two runs see
- * the same data. The caller closes the tensor.
+ * the same data. The caller closes the tensor. An integer feed with fill {@code ids} holds ids
+ * drawn uniformly from {@code [0, max)} (exact: a double holds every id below 2^53); other
+ * fills of an integer feed give {@code round(10 x value)}.
  */
 public final class SyntheticFeeds {
   private SyntheticFeeds() {}
@@ -42,9 +44,15 @@ public final class SyntheticFeeds {
           v[(int) (row * last + rnd.nextLong(Math.max(1, last)))] = 1;
         }
       }
+      case "ids" -> {
+        for (int i = 0; i < v.length; i++) {
+          v[i] = rnd.nextLong(f.max());
+        }
+      }
       default -> { }
     }
     Shape shape = Shape.of(f.shape());
+    boolean ids = f.fill().equals("ids");
     return switch (f.dtype()) {
       case "float32" -> {
         float[] a = new float[v.length];
@@ -57,14 +65,14 @@ public final class SyntheticFeeds {
       case "int32" -> {
         int[] a = new int[v.length];
         for (int i = 0; i < a.length; i++) {
-          a[i] = (int) Math.round(v[i] * 10);
+          a[i] = ids ? (int) v[i] : (int) Math.round(v[i] * 10);
         }
         yield TInt32.tensorOf(shape, DataBuffers.of(a, true, false));
       }
       case "int64" -> {
         long[] a = new long[v.length];
         for (int i = 0; i < a.length; i++) {
-          a[i] = Math.round(v[i] * 10);
+          a[i] = ids ? (long) v[i] : Math.round(v[i] * 10);
         }
         yield TInt64.tensorOf(shape, DataBuffers.of(a, true, false));
       }

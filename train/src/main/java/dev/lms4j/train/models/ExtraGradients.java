@@ -24,14 +24,14 @@ import org.tensorflow.types.TFloat32;
  * batch-matmul gradient supports equal batch dimensions only (no broadcasting), which is all
  * the zoo uses.
  */
-final class ExtraGradients {
+public final class ExtraGradients {
 
   private static boolean registered;
 
   private ExtraGradients() {}
 
   /** Registers the gradients if this JVM has not yet done so. */
-  static synchronized void register() {
+  public static synchronized void register() {
     if (registered) {
       return;
     }

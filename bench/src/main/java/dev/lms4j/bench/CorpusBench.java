@@ -1,0 +1,399 @@
+package dev.lms4j.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.bench.ModelBench.Method;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.memory.MemorySimulator;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.RunResult;
+import dev.lms4j.train.corpus.Corpus;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * {@code lms4j bench --suite corpus}: per corpus family ({@link Corpus}), TensorFlow's own
+ * smallest budget under each grappler {@code memory_optimization} mode, side by side with the
+ * smallest budget of each lms4j mode ({@code tflms}, {@code swap}, {@code remat}, {@code auto}),
+ * as a fraction of TensorFlow's own minimum (the unmodified graph, grappler's default), with the
+ * predicted and the measured peak at that budget and whether the losses equal the unbudgeted
+ * run's.
+ *
+ * <p>Every probe is a worker JVM under the BFC limit running {@code init} and two steps, so a
+ * graph whose initialisation needs more memory than a step is measured by its initialisation,
+ * as a user would meet it. Every other mode is searched between half the floor and TensorFlow's
+ * minimum: one that does not train at TensorFlow's minimum is recorded as such (for an lms4j
+ * mode: worse than TensorFlow), not searched above it.
+ */
+public final class CorpusBench {
+  private static final Logger LOG = LoggerFactory.getLogger(CorpusBench.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final List<Method> TF_MODES = List.of(Method.NONE,
+      Method.GRAPPLER_RECOMPUTATION, Method.GRAPPLER_HEURISTICS, Method.GRAPPLER_SCHEDULING);
+  private static final List<Method> LMS_MODES = List.of(Method.TFLMS, Method.SWAP, Method.REMAT,
+      Method.AUTO);
+  private static final int STEPS = 2;
+
+  private CorpusBench() {}
+
+  /**
+   * Runs the suite and writes {@code corpus-<name>.json} and {@code .md} under {@code outDir}.
+   *
+   * @param name       the file name's suffix (e.g. {@code baseline})
+   * @param families   the families to measure
+   * @param size       the graphs' size
+   * @param resolution relative resolution of the bisections (0.08 = within 8% of TF's minimum)
+   * @param outDir     where the results go
+   * @param out        progress and the table
+   * @return the JSON written
+   */
+  public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
+      double resolution, Path outDir, PrintStream out) throws IOException {
+    return run(name, families, size, resolution, false, outDir, out);
+  }
+
+  /**
+   * As above; with {@code append}, the families already in {@code corpus-<name>.json} that are
+   * not measured again are kept (each family records the resolution it was measured with).
+   */
+  public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
+      double resolution, boolean append, Path outDir, PrintStream out) throws IOException {
+    Files.createDirectories(outDir);
+    List<ObjectNode> kept = new ArrayList<>();
+    double keptSeconds = 0;
+    Path existing = outDir.resolve("corpus-" + name + ".json");
+    if (append && Files.exists(existing)) {
+      var old = JSON.readTree(existing.toFile());
+      keptSeconds = old.path("wall_seconds").asDouble();
+      for (var f : old.path("families")) {
+        boolean again = families.stream().anyMatch(x -> x.label().equals(f.path("family")
+            .asText()));
+        if (!again) {
+          ObjectNode copy = ((ObjectNode) f).deepCopy();
+          if (!copy.has("resolution")) {
+            copy.put("resolution", old.path("resolution").asDouble());
+          }
+          kept.add(copy);
+        }
+      }
+    }
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schema", "lms4j-bench-corpus/1").put("suite", "corpus")
+        .put("machine", Machine.describe())
+        .put("command", "./lms4j bench --suite corpus")
+        .put("size", size.name().toLowerCase(Locale.ROOT))
+        .put("resolution", resolution).put("steps_per_probe", STEPS);
+    ArrayNode rows = root.putArray("families");
+    kept.forEach(rows::add);
+    long t0 = System.nanoTime() - (long) (keptSeconds * 1e9);
+    ExecutorService pool = Executors.newFixedThreadPool(2);
+    try {
+      for (Corpus.Family f : families) {
+        rows.add(family(f, size, resolution, pool, out).put("resolution", resolution));
+        // written after every family, so a long run that is stopped keeps what it measured
+        root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
+        write(root, outDir, name);
+      }
+    } finally {
+      pool.shutdownNow();
+    }
+    String md = write(root, outDir, name);
+    out.println(md);
+    LOG.info("corpus bench done: {}", outDir.resolve("corpus-" + name + ".json"));
+    return root;
+  }
+
+  private static String write(ObjectNode root, Path outDir, String name) throws IOException {
+    Files.writeString(outDir.resolve("corpus-" + name + ".json"),
+        JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
+    String md = markdown(root);
+    Files.writeString(outDir.resolve("corpus-" + name + ".md"), md);
+    return md;
+  }
+
+  private static ObjectNode family(Corpus.Family f, Corpus.Size size, double resolution,
+      ExecutorService pool, PrintStream out) throws IOException {
+    TrainingGraph tg = f.build(size, 42);
+    DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
+        -1, GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+    long floor = LowerBound.of(model);
+    long simulated = MemorySimulator.simulate(model, model.topologicalOrder()).peakBytes();
+    RunResult free = BudgetedRunner.run(tg, options(0, Method.NONE));
+    ObjectNode node = JSON.createObjectNode();
+    node.put("family", f.label()).put("description", f.description())
+        .put("ops", model.size()).put("parameter_bytes", model.persistentBytes())
+        .put("floor_bytes", floor).put("predicted_peak_bytes", simulated);
+    if (!free.fits()) {
+      node.put("error", "the unbudgeted run failed: " + free.error());
+      say(out, "%s: the unbudgeted run failed: %s", f.label(), free.error());
+      return node;
+    }
+    double[] reference = free.losses();
+    node.put("measured_peak_bytes", free.peakBytes());
+    say(out, "== %s: %d ops, parameters %.1f MiB, floor %.1f MiB, predicted peak %.1f MiB, "
+        + "measured %.1f MiB", f.label(), model.size(), mib(model.persistentBytes()), mib(floor),
+        mib(simulated), mib(free.peakBytes()));
+    final long lo = Math.max(1, (floor >> 20) / 2);
+    long noLmsLo = lo;
+    long hi = (free.peakBytes() >> 20) * 3 / 2 + 16;
+    // a step's traced peak misses kernel scratch and the init run: double until no-LMS trains
+    while (hi < 16_384 && attempt(tg, Method.NONE, hi, reference).mib < 0) {
+      say(out, "  %-18s %-16s %5d MiB: OOM, doubling", f.label(), Method.NONE.label, hi);
+      noLmsLo = hi;
+      hi *= 2;
+    }
+    Map<Method, Probe> found = new EnumMap<>(Method.class);
+    found.put(Method.NONE, smallest(f.label(), tg, Method.NONE, noLmsLo, hi, resolution, reference,
+        out));
+    long tfMin = found.get(Method.NONE).mib;
+    if (tfMin < 0) {
+      node.put("error", "no budget up to " + hi + " MiB trains without LMS");
+      return node;
+    }
+    List<Method> rest = new ArrayList<>(TF_MODES.subList(1, TF_MODES.size()));
+    rest.addAll(LMS_MODES);
+    List<Future<Probe>> futures = new ArrayList<>();
+    for (Method m : rest) {
+      long top = tfMin;
+      futures.add(pool.submit(() -> smallest(f.label(), tg, m, lo, top, resolution, reference,
+          out)));
+    }
+    for (int i = 0; i < rest.size(); i++) {
+      try {
+        found.put(rest.get(i), futures.get(i).get());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException(e);
+      } catch (ExecutionException e) {
+        throw new IOException(e.getCause());
+      }
+    }
+    node.put("tf_min_budget_mib", tfMin);
+    ArrayNode methods = node.putArray("methods");
+    for (Method m : concat(TF_MODES, LMS_MODES)) {
+      Probe p = found.get(m);
+      ObjectNode row = methods.addObject();
+      row.put("method", m.label).put("kind", m.isLms() ? "lms4j" : "tensorflow")
+          .put("min_budget_mib", p.mib);
+      if (p.mib > 0) {
+        row.put("fraction_of_tf_min", p.mib / (double) tfMin)
+            .put("measured_peak_bytes", p.measuredPeak)
+            .put("losses_identical", p.identical);
+        if (p.predictedPeak >= 0) {
+          row.put("predicted_peak_bytes", p.predictedPeak);
+        }
+        if (p.planner != null) {
+          row.put("planner", p.planner);
+        }
+      } else {
+        row.put("why", p.why);
+      }
+      say(out, "  %-16s %s", m.label, p.mib > 0 ? String.format(Locale.ROOT,
+          "%d MiB (%.2f of TF's minimum)", p.mib, p.mib / (double) tfMin) : "none: " + p.why);
+    }
+    return node;
+  }
+
+  private static List<Method> concat(List<Method> a, List<Method> b) {
+    List<Method> all = new ArrayList<>(a);
+    all.addAll(b);
+    return all;
+  }
+
+  /** The outcome of one method's search. */
+  private static final class Probe {
+    long mib = -1;
+    long predictedPeak = -1;
+    long measuredPeak = -1;
+    boolean identical;
+    String planner;
+    String why = "";
+  }
+
+  /** The smallest MiB in {@code (lo, hi]} at which {@code m} trains (bisection). */
+  private static Probe smallest(String family, TrainingGraph tg, Method m, long lo, long hi,
+      double resolution, double[] reference, PrintStream out) throws IOException {
+    Probe best = new Probe();
+    long step = Math.max(1, (long) (hi * resolution));
+    Bisection.Edge e = Bisection.search(lo, hi, step, mib -> {
+      Probe p = attempt(tg, m, mib, reference);
+      say(out, "  %-18s %-16s %5d MiB: %s", family, m.label, mib,
+          p.mib > 0 ? "trains" : p.why);
+      if (p.mib > 0) {
+        synchronized (best) {
+          if (best.mib < 0 || p.mib < best.mib) {
+            best.mib = p.mib;
+            best.predictedPeak = p.predictedPeak;
+            best.measuredPeak = p.measuredPeak;
+            best.identical = p.identical;
+            best.planner = p.planner;
+          }
+        }
+        return true;
+      }
+      if (mib == hi) {
+        best.why = "does not train at TensorFlow's own minimum (" + hi + " MiB): " + p.why;
+      }
+      return false;
+    });
+    if (e.fits() < 0 && best.why.isEmpty()) {
+      best.why = "no budget found";
+    }
+    return best;
+  }
+
+  private static Probe attempt(TrainingGraph tg, Method m, long mib, double[] reference)
+      throws IOException {
+    Probe p = new Probe();
+    long budget = mib << 20;
+    TrainingGraph run = tg;
+    if (m.isLms()) {
+      try {
+        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
+        LmsResult lr = lms.rewrite(tg);
+        run = new TrainingGraph(lr.graphDef(), tg.manifest());
+        p.predictedPeak = lr.predictedPeakAfter();
+        p.planner = lr.planner();
+      } catch (PlanningException e) {
+        p.why = "no plan (" + firstLine(e.getMessage()) + ")";
+        return p;
+      } catch (RuntimeException e) {
+        p.why = "planner failed (" + e.getClass().getSimpleName() + ": "
+            + firstLine(e.getMessage()) + ")";
+        LOG.warn("{} at {} MiB: planner failed", m.label, mib, e);
+        return p;
+      }
+    }
+    RunResult r = BudgetedRunner.run(run, options(budget, m));
+    if (!r.fits()) {
+      p.why = r.oom() ? "OOM" : "failed (" + firstLine(r.error()) + ")";
+      return p;
+    }
+    p.mib = mib;
+    p.measuredPeak = r.peakBytes();
+    p.identical = Arrays.equals(r.losses(), Arrays.copyOf(reference, r.losses().length));
+    return p;
+  }
+
+  private static BudgetedRunner.Options options(long budget, Method m) {
+    return new BudgetedRunner.Options(budget, STEPS, 42, true, m.memOpt, Duration.ofMinutes(5));
+  }
+
+  /** The Markdown table of a result. */
+  public static String markdown(ObjectNode root) {
+    StringBuilder md = new StringBuilder();
+    md.append("# Corpus benchmark (").append(root.path("size").asText()).append(" size)\n\n")
+        .append("Command: `").append(root.path("command").asText()).append("`; machine: ")
+        .append(root.path("machine").asText()).append("; ")
+        .append(String.format(Locale.ROOT, "%.1f", root.path("wall_seconds").asDouble() / 60))
+        .append(" min.\n\n")
+        .append("Smallest budget that trains (init + ").append(root.path("steps_per_probe")
+            .asInt()).append(" steps in a worker JVM under the BFC limit), bisected within ")
+        .append(Math.round(root.path("resolution").asDouble() * 100))
+        .append("% of TensorFlow's own minimum (a family measured at another resolution says so "
+            + "in its `resolution`); lms4j modes as a fraction of TensorFlow's own "
+            + "minimum (the unmodified graph, grappler's default). `=` marks losses "
+            + "bit-identical to the unbudgeted run's, `!=` different.\n\n");
+    md.append("| family | TF min | grappler recomp | heur | sched | tflms | swap | remat | auto "
+        + "| params | floor | predicted / measured peak (no budget) |\n");
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (var f : root.path("families")) {
+      md.append("| ").append(f.path("family").asText()).append(" | ");
+      if (f.has("error")) {
+        md.append(f.path("error").asText()).append(" |||||||||||\n");
+        continue;
+      }
+      long tfMin = f.path("tf_min_budget_mib").asLong();
+      md.append(tfMin).append(" MiB | ");
+      for (var m : f.path("methods")) {
+        if (m.path("method").asText().equals("none")) {
+          continue;
+        }
+        long mib = m.path("min_budget_mib").asLong();
+        if (mib <= 0) {
+          md.append(m.path("why").asText().startsWith("does not train at TensorFlow")
+              ? "> 1 (fails at TF min)" : "none").append(" | ");
+        } else {
+          md.append(String.format(Locale.ROOT, "%.2f", mib / (double) tfMin));
+          if (m.has("losses_identical")) {
+            md.append(m.path("losses_identical").asBoolean() ? " =" : " !=");
+          }
+          md.append(" | ");
+        }
+      }
+      md.append(String.format(Locale.ROOT, "%.1f | %.1f | %.1f / %.1f |\n",
+          mib(f.path("parameter_bytes").asLong()), mib(f.path("floor_bytes").asLong()),
+          mib(f.path("predicted_peak_bytes").asLong()), mib(f.path("measured_peak_bytes")
+              .asLong())));
+    }
+    md.append("\nPredicted vs measured peak at each lms4j mode's smallest budget (MiB):\n\n")
+        .append("| family | tflms | swap | remat | auto |\n|---|---|---|---|---|\n");
+    for (var f : root.path("families")) {
+      if (f.has("error")) {
+        continue;
+      }
+      md.append("| ").append(f.path("family").asText()).append(" |");
+      for (var m : f.path("methods")) {
+        if (!m.path("kind").asText().equals("lms4j")) {
+          continue;
+        }
+        md.append(m.has("predicted_peak_bytes") ? String.format(Locale.ROOT, " %.1f / %.1f |",
+            mib(m.path("predicted_peak_bytes").asLong()),
+            mib(m.path("measured_peak_bytes").asLong())) : " - |");
+      }
+      md.append("\n");
+    }
+    md.append("\nWhy a mode has no budget:\n\n");
+    for (var f : root.path("families")) {
+      for (var m : f.path("methods")) {
+        if (m.path("min_budget_mib").asLong() <= 0) {
+          md.append("- ").append(f.path("family").asText()).append(", ")
+              .append(m.path("method").asText()).append(": ").append(m.path("why").asText())
+              .append("\n");
+        }
+      }
+    }
+    return md.toString();
+  }
+
+  private static String firstLine(String s) {
+    if (s == null) {
+      return "";
+    }
+    int nl = s.indexOf('\n');
+    String line = nl < 0 ? s : s.substring(0, nl);
+    return line.length() > 160 ? line.substring(0, 160) + "..." : line;
+  }
+
+  private static double mib(long bytes) {
+    return bytes / 1048576.0;
+  }
+
+  private static void say(PrintStream out, String fmt, Object... args) {
+    synchronized (out) {
+      out.printf(Locale.ROOT, fmt + "%n", args);
+    }
+  }
+}
