@@ -22,12 +22,17 @@ import org.junit.jupiter.params.provider.EnumSource;
 /**
  * XLA-style rematerialization ({@link LmsMode#REMAT_XLA}, {@link LmsMode#REMAT_PATH}) under
  * a real budget: the zoo's resnet (2 blocks x 3 stages, batch 32) measured ~197 MiB without LMS
- * here and runs out of memory at 160 MiB; both modes plan within 0.8 x 160 = 128 MiB (simulated
- * ~124 MiB) and train 3 steps with the unbudgeted run's losses, bit for bit.
+ * (traced) and runs out of memory at 176 MiB; both modes plan within 0.8 x 176 = 140.8 MiB and
+ * train 3 steps with the unbudgeted run's losses, bit for bit.
+ *
+ * <p>The budget was 160 MiB, set on an AVX-512 machine. On an AMD EPYC without AVX-512 the plans
+ * (simulated 126.5 MiB) ran out of memory there: oneDNN's {@code Conv2DBackpropFilter} asked for
+ * 19.1 MiB of scratch the simulator does not model. At 176 MiB both modes trained (traced peak
+ * 134.6 and 135.0 MiB) and no-LMS still ran out of memory, ~10% below its traced peak.
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class RematUnderBudgetTest {
-  private static final long BUDGET = 160L << 20;
+  private static final long BUDGET = 176L << 20;
   private static final int STEPS = 3;
   private TrainingGraph tg;
   private RunResult free;
@@ -65,6 +70,7 @@ class RematUnderBudgetTest {
         BudgetedRunner.Options.of(BUDGET, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).containsExactly(free.losses());
-    assertThat(on.peakBytes()).isLessThanOrEqualTo(BUDGET);
+    // the traced peak stays near the prediction (the README's figure: within ~15%)
+    assertThat(on.peakBytes()).isLessThanOrEqualTo((long) (lr.predictedPeakAfter() * 1.15));
   }
 }
