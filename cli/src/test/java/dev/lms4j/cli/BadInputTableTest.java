@@ -325,7 +325,7 @@ class BadInputTableTest {
               "--remat-mode", "magic")),
           bad("--small-node-limit", cat(cmd, mlp, tail, "--budget", "64MiB", "--lms", "remat",
               "--remat-mode", "path", "--small-node-limit", "-1")),
-          bad("goes with --lms remat", cat(cmd, mlp, tail, "--budget", "64MiB", "--lms", "swap",
+          bad("cannot be recomputed", cat(cmd, mlp, tail, "--budget", "64MiB", "--lms", "swap",
               "--recompute", "x")),
           bad("--backward-scope", cat(cmd, mlp, tail, "--budget", "64MiB", "--backward-scope",
               "/")),
