@@ -46,7 +46,7 @@ final class DistributedRun {
   /** What the job trains on and how: the options shared by parent and workers. */
   record Job(String model, TrainingGraph perWorker, TrainerRun.Data data, LmsOptions lms,
       int epochs, String ckptBackend, Path ckptDir, int ckptEvery, boolean perEpoch,
-      boolean resume, Duration collectiveTimeout, Duration stepTimeout, Duration startTimeout,
+      boolean resume, Duration stepTimeout, Duration startTimeout,
       Path report) {}
 
   /**
@@ -215,7 +215,7 @@ final class DistributedRun {
     report.extra("worker").put("task", cluster.task()).put("workers", cluster.size())
         .put("address", cluster.workers().get(cluster.task()));
     DataParallelTrainer.Options opts = DataParallelTrainer.Options.defaults()
-        .withTimeouts(job.collectiveTimeout(), job.stepTimeout())
+        .withStepTimeout(job.stepTimeout())
         .withStartTimeout(job.startTimeout());
     try (DataParallelTrainer t = new DataParallelTrainer(tg, cluster, opts)) {
       int todo = job.epochs();
@@ -238,8 +238,7 @@ final class DistributedRun {
       } catch (TensorFlowException e) {
         System.err.println("lms4j: task " + cluster.task() + ": training stopped: "
             + firstLine(e.getMessage()) + " (a peer worker died, stopped answering, or timed "
-            + "out; collective timeout " + job.collectiveTimeout().toSeconds() + " s, step "
-            + "timeout " + job.stepTimeout().toSeconds() + " s)");
+            + "out; step timeout " + job.stepTimeout().toSeconds() + " s)");
         return Main.FAILED;
       }
       Logs test = t.evaluate(job.data().test());

@@ -88,10 +88,10 @@ final class TrainCommand implements Callable<Integer> {
   @Option(names = "--task", paramLabel = "I", description = "This machine's index in --cluster.")
   Integer task;
 
-  @Option(names = "--collective-timeout", paramLabel = "SECONDS", defaultValue = "30",
-      description = "With --workers/--cluster: how long an all-reduce waits for its peers "
-          + "(default ${DEFAULT-VALUE}).")
-  int collectiveTimeout;
+  @Option(names = "--collective-timeout", paramLabel = "SECONDS", description = "Deprecated "
+      + "and ignored: a step's all-reduces are bounded by --step-timeout. (A timeout per "
+      + "all-reduce made TensorFlow start a watchdog thread per call, thousands a second.)")
+  Integer collectiveTimeout;
 
   @Option(names = "--start-timeout", paramLabel = "SECONDS", defaultValue = "300",
       description = "With --workers/--cluster: how long a worker waits at start-up for the "
@@ -100,7 +100,8 @@ final class TrainCommand implements Callable<Integer> {
 
   @Option(names = "--step-timeout", paramLabel = "SECONDS", defaultValue = "60",
       description = "With --workers/--cluster: how long one step may take (default "
-          + "${DEFAULT-VALUE}).")
+          + "${DEFAULT-VALUE}), its all-reduces included: on a cluster, how long a survivor "
+          + "waits for a dead or stuck peer.")
   int stepTimeout;
 
   @Mixin PlotOption plot;
@@ -216,9 +217,14 @@ final class TrainCommand implements Callable<Integer> {
     if (workers != null && (workers < 1 || workers > 64)) {
       throw new IllegalArgumentException("--workers must be between 1 and 64, got " + workers);
     }
-    if (collectiveTimeout < 1 || stepTimeout < 1 || startTimeout < 1) {
+    if ((collectiveTimeout != null && collectiveTimeout < 1) || stepTimeout < 1
+        || startTimeout < 1) {
       throw new IllegalArgumentException("--collective-timeout, --step-timeout and "
           + "--start-timeout must be >= 1 s");
+    }
+    if (collectiveTimeout != null && !inWorker) {
+      spec.commandLine().getErr().println("lms4j: --collective-timeout is deprecated and "
+          + "ignored; --step-timeout (" + stepTimeout + " s) bounds a step's all-reduces");
     }
     if (plot.plot != null) {
       throw new IllegalArgumentException("--plot is not available with --workers or --cluster "
@@ -263,8 +269,7 @@ final class TrainCommand implements Callable<Integer> {
     }
     DistributedRun.Job job = new DistributedRun.Job(modelArgs.model, tg, d, lms, e,
         checkpointDir == null ? null : checkpointBackend, checkpointDir, checkpointEvery,
-        checkpointUnit.equals("epochs"), resume, Duration.ofSeconds(collectiveTimeout),
-        Duration.ofSeconds(stepTimeout), Duration.ofSeconds(startTimeout), report);
+        checkpointUnit.equals("epochs"), resume, Duration.ofSeconds(stepTimeout), Duration.ofSeconds(startTimeout), report);
     if (inWorker) {
       return DistributedRun.worker(job, c, System.out);
     }

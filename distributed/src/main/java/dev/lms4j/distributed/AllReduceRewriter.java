@@ -25,11 +25,16 @@ import org.tensorflow.proto.TensorShapeProto;
  * device is placed on this task ({@code /job:worker/replica:0/task:I}).
  *
  * <p>Instance keys are given in the order of the updates' names, the same on every worker (each
- * builds the same graph). Each collective waits at most {@code timeoutSeconds} for its peers
- * (its {@code timeout_seconds} attribute): a dead peer fails the step instead of hanging it.
+ * builds the same graph). A step's collectives carry no {@code timeout_seconds}: TensorFlow
+ * starts one watchdog thread per collective call that has one (it sleeps out the timeout even
+ * when the collective has finished), so a fast job piled up thousands of threads a second and
+ * aborted. A dead or stuck peer instead fails the step through the session's step timeout
+ * ({@code operation_timeout_in_ms}, see {@link Cluster#sessionConfig}), which cancels the
+ * step's collectives, or through the gRPC error of the lost connection. Only the start-up
+ * {@link #BARRIER}, which runs once, has a timeout of its own.
  *
  * <pre>{@code
- * TrainingGraph dp = AllReduceRewriter.rewrite(trainingGraph, cluster, 30f);
+ * TrainingGraph dp = AllReduceRewriter.rewrite(trainingGraph, cluster);
  * }</pre>
  *
  * <p>Updates known: {@code ApplyGradientDescent}, {@code ApplyMomentum}, {@code ApplyAdam},
@@ -42,7 +47,7 @@ public final class AllReduceRewriter {
   /**
    * A scalar all-reduce with its own (long) timeout that {@link DataParallelTrainer} runs once
    * after the session starts, so that workers that start at different times (JVM start, LMS
-   * planning) meet before the first step, whose collectives have the short timeout.
+   * planning) meet before the first step.
    */
   public static final String BARRIER = SCOPE + "/barrier";
   /** The op type of the collective all-reduce. */
@@ -62,36 +67,34 @@ public final class AllReduceRewriter {
   private AllReduceRewriter() {}
 
   /**
-   * The data-parallel form of {@code tg} for {@code cluster}'s task.
+   * The data-parallel form of {@code tg} for {@code cluster}'s task, with a start-up barrier
+   * that waits up to 300 s.
    *
-   * @param tg             the training graph every worker builds (per-worker batch)
-   * @param cluster        the cluster and this task
-   * @param timeoutSeconds how long a collective waits for its peers, {@code > 0}
+   * @param tg      the training graph every worker builds (per-worker batch)
+   * @param cluster the cluster and this task
    * @return the rewritten graph and its manifest
    * @throws IllegalArgumentException when the graph has no update, an unknown {@code Apply*}
    *                                  op, or was rewritten already
    */
-  public static TrainingGraph rewrite(TrainingGraph tg, Cluster cluster, float timeoutSeconds) {
-    return rewrite(tg, cluster, timeoutSeconds, 300f);
+  public static TrainingGraph rewrite(TrainingGraph tg, Cluster cluster) {
+    return rewrite(tg, cluster, 300f);
   }
 
   /**
-   * As {@link #rewrite(TrainingGraph, Cluster, float)}, with the timeout of the start-up barrier
+   * As {@link #rewrite(TrainingGraph, Cluster)}, with the timeout of the start-up barrier
    * ({@link #BARRIER}).
    *
-   * @param tg             the training graph every worker builds (per-worker batch)
-   * @param cluster        the cluster and this task
-   * @param timeoutSeconds how long a step's collective waits for its peers, {@code > 0}
-   * @param startSeconds   how long the start-up barrier waits for the slowest worker
+   * @param tg           the training graph every worker builds (per-worker batch)
+   * @param cluster      the cluster and this task
+   * @param startSeconds how long the start-up barrier waits for the slowest worker, {@code > 0}
    * @return the rewritten graph and its manifest
    */
-  public static TrainingGraph rewrite(TrainingGraph tg, Cluster cluster, float timeoutSeconds,
-      float startSeconds) {
+  public static TrainingGraph rewrite(TrainingGraph tg, Cluster cluster, float startSeconds) {
     Objects.requireNonNull(tg, "training graph");
     Objects.requireNonNull(cluster, "cluster");
-    if (!(timeoutSeconds > 0)) {
-      throw new IllegalArgumentException("the collective timeout must be > 0 s, got "
-          + timeoutSeconds);
+    if (!(startSeconds > 0)) {
+      throw new IllegalArgumentException("the start-up timeout must be > 0 s, got "
+          + startSeconds);
     }
     GraphDef gd = tg.graphDef();
     List<NodeDef> updates = new ArrayList<>();
@@ -135,7 +138,7 @@ public final class AllReduceRewriter {
       String name = "gradients/" + SCOPE + "/allreduce_" + instance;
       added.add(intConst(SCOPE + "/instance_" + instance, instance, device));
       added.add(reduce(name, grad, t, groupSize, groupKey, SCOPE + "/instance_" + instance,
-          timeoutSeconds, device));
+          0f, device));
       ub.setInput(idx, name);
     }
     Manifest m = tg.manifest();
@@ -148,7 +151,7 @@ public final class AllReduceRewriter {
       String name = SCOPE + "/mean_" + instance;
       added.add(intConst(SCOPE + "/instance_" + instance, instance, device));
       added.add(reduce(name, tensor, DataType.DT_FLOAT, groupSize, groupKey,
-          SCOPE + "/instance_" + instance, timeoutSeconds, device));
+          SCOPE + "/instance_" + instance, 0f, device));
       names.add(name + ":0");
     }
     instance++;
@@ -195,6 +198,7 @@ public final class AllReduceRewriter {
 
   private static NodeDef.Builder reduce(String name, String input, DataType t, String groupSize,
       String groupKey, String instanceKey, float timeoutSeconds, String device) {
+    // timeoutSeconds 0: no timeout and no watchdog thread (see the class comment)
     return NodeDef.newBuilder().setName(name).setOp(OP).setDevice(device).addInput(input)
         .addInput(groupSize).addInput(groupKey).addInput(instanceKey)
         .putAttr("T", AttrValue.newBuilder().setType(t).build())

@@ -40,9 +40,9 @@ import org.tensorflow.proto.RunOptions;
  * {@link ShardedDataset} share (global batch = workers x per-worker batch; the order fixed by the
  * seed). Checkpoints: the chief (task 0) writes them; on the other workers a
  * {@link CheckpointCallback} only restores (so all workers resume from the chief's checkpoint).
- * Failures: each collective waits at most {@link Options#collectiveTimeout()} for its peers and
- * each step at most {@link Options#stepTimeout()}; a dead peer makes the step fail with a
- * TensorFlow exception instead of hanging. A start-up barrier (waiting at most
+ * Failures: each step takes at most {@link Options#stepTimeout()}, its collectives included; a
+ * dead peer makes the step fail with a TensorFlow exception (the lost connection, or the step
+ * timeout cancelling the collectives) instead of hanging. A start-up barrier (waiting at most
  * {@link Options#startTimeout()}) lets workers that start at different times meet before the
  * first step.
  *
@@ -56,24 +56,22 @@ public final class DataParallelTrainer implements AutoCloseable {
   /**
    * Timeouts and the trainer's settings.
    *
-   * @param collectiveTimeout how long one all-reduce waits for its peers
-   * @param stepTimeout       how long one step may take ({@code operation_timeout_in_ms})
-   * @param startTimeout      how long the start-up barrier waits for the slowest worker
-   * @param config            the trainer's config; its session config gets the collective
-   *                          group leader and the step timeout added
+   * @param stepTimeout  how long one step may take, its collectives included
+   *                     ({@code operation_timeout_in_ms})
+   * @param startTimeout how long the start-up barrier waits for the slowest worker
+   * @param config       the trainer's config; its session config gets the collective group
+   *                     leader and the step timeout added
    */
-  public record Options(Duration collectiveTimeout, Duration stepTimeout, Duration startTimeout,
-      Trainer.Config config) {
+  public record Options(Duration stepTimeout, Duration startTimeout, Trainer.Config config) {
     /**
      * Checks the values.
      *
-     * @param collectiveTimeout positive
-     * @param stepTimeout       positive
-     * @param startTimeout      positive
-     * @param config            not null
+     * @param stepTimeout  positive
+     * @param startTimeout positive
+     * @param config       not null
      */
     public Options {
-      for (Duration d : new Duration[] {collectiveTimeout, stepTimeout, startTimeout}) {
+      for (Duration d : new Duration[] {stepTimeout, startTimeout}) {
         if (d == null || d.isNegative() || d.isZero()) {
           throw new IllegalArgumentException("timeouts must be positive, got " + d);
         }
@@ -82,12 +80,12 @@ public final class DataParallelTrainer implements AutoCloseable {
     }
 
     /**
-     * Collectives 30 s, steps 60 s, start-up 300 s, {@link Trainer.Config#defaults()}.
+     * Steps 60 s, start-up 300 s, {@link Trainer.Config#defaults()}.
      *
      * @return the defaults
      */
     public static Options defaults() {
-      return new Options(Duration.ofSeconds(30), Duration.ofSeconds(60), Duration.ofSeconds(300),
+      return new Options(Duration.ofSeconds(60), Duration.ofSeconds(300),
           Trainer.Config.defaults());
     }
 
@@ -98,18 +96,17 @@ public final class DataParallelTrainer implements AutoCloseable {
      * @return new options
      */
     public Options withConfig(Trainer.Config c) {
-      return new Options(collectiveTimeout, stepTimeout, startTimeout, c);
+      return new Options(stepTimeout, startTimeout, c);
     }
 
     /**
-     * These options with other collective and step timeouts.
+     * These options with another step timeout.
      *
-     * @param collective how long an all-reduce waits
-     * @param step       how long a step may take
+     * @param step how long a step may take, its collectives included
      * @return new options
      */
-    public Options withTimeouts(Duration collective, Duration step) {
-      return new Options(collective, step, startTimeout, config);
+    public Options withStepTimeout(Duration step) {
+      return new Options(step, startTimeout, config);
     }
 
     /**
@@ -119,7 +116,7 @@ public final class DataParallelTrainer implements AutoCloseable {
      * @return new options
      */
     public Options withStartTimeout(Duration start) {
-      return new Options(collectiveTimeout, stepTimeout, start, config);
+      return new Options(stepTimeout, start, config);
     }
   }
 
@@ -155,7 +152,7 @@ public final class DataParallelTrainer implements AutoCloseable {
     this.cluster = Objects.requireNonNull(cluster, "cluster");
     this.options = Objects.requireNonNull(options, "options");
     this.graph = AllReduceRewriter.rewrite(perWorker, cluster,
-        options.collectiveTimeout().toMillis() / 1000f, options.startTimeout().toMillis() / 1000f);
+        options.startTimeout().toMillis() / 1000f);
     this.batch = (int) perWorker.manifest().batchSize();
     ConfigProto session = cluster.sessionConfig(options.config().session(),
         options.stepTimeout().toMillis());

@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
  * {@link WorkerProcess} runs one. When a worker fails (exits with an error, is killed, or its
  * allocator runs out of memory) the group stops the others at once, so the job ends within
  * seconds with one clear message instead of waiting for the survivors' collectives to time out.
- * On separate machines there is no such supervisor; there the collective and step timeouts of
- * {@link DataParallelTrainer.Options} bound the wait.
+ * On separate machines there is no such supervisor; there the step timeout of
+ * {@link DataParallelTrainer.Options} (or the lost connection's gRPC error) bounds the wait.
  *
  * <p>Events: a worker's stdout lines {@code LMS4J <json>} go to {@code onEvent} with the task
  * index; its other lines go to {@code onOutput} prefixed with {@code [worker I] }.
