@@ -209,6 +209,55 @@ class DistributedTrainTest {
     }
   }
 
+  /**
+   * A peer that stops answering without dying (SIGSTOP: its connections stay open, so gRPC sees
+   * no error) stalls the survivor's all-reduce; the step timeout (10 s here) cancels the step,
+   * collectives included, and the survivor exits 1. (The all-reduces have no timeout of their
+   * own: TensorFlow would start a watchdog thread per call.)
+   */
+  @Test
+  @Timeout(value = 5, unit = TimeUnit.MINUTES)
+  void onAClusterAStalledPeerEndsTheSurvivorAfterTheStepTimeout() throws Exception {
+    dev.lms4j.distributed.Cluster c = dev.lms4j.distributed.Cluster.local(2);
+    List<Process> tasks = new ArrayList<>();
+    for (int t = 0; t < 2; t++) {
+      ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin",
+          "java").toString(), "-cp", System.getProperty("java.class.path"),
+          Main.class.getName(), "train", "--model", "mlp", "-o", "layers=2", "-o", "width=64",
+          "--batch", "16", "--steps", "100000", "--lms", "off", "--cluster", c.spec(), "--task",
+          Integer.toString(t), "--step-timeout", "10");
+      pb.redirectErrorStream(true).redirectOutput(dir.resolve("stall" + t + ".log").toFile());
+      tasks.add(pb.start());
+    }
+    ProcessHandle stalled = null;
+    try {
+      for (int i = 0; i < 1800 && !Files.readString(dir.resolve("stall0.log"))
+          .contains("[worker 0] epoch 1/1 step"); i++) {
+        Thread.sleep(100);
+      }
+      stalled = tasks.get(1).descendants().filter(ProcessHandle::isAlive).findFirst()
+          .orElseThrow();
+      Process stop = new ProcessBuilder("kill", "-STOP", Long.toString(stalled.pid())).start();
+      assertThat(stop.waitFor()).isZero();
+      long t0 = System.nanoTime();
+      assertThat(tasks.get(0).waitFor(60, TimeUnit.SECONDS)).as("task 0 ended within 60 s")
+          .isTrue();
+      assertThat((System.nanoTime() - t0) / 1e9).as("seconds until task 0 ended")
+          .isGreaterThanOrEqualTo(5);
+      assertThat(tasks.get(0).exitValue()).isEqualTo(1);
+      assertThat(Files.readString(dir.resolve("stall0.log")))
+          .contains("task 0: training stopped: ").contains("step timeout 10 s");
+    } finally {
+      if (stalled != null) {
+        stalled.destroyForcibly();
+      }
+      for (Process p : tasks) {
+        p.descendants().forEach(ProcessHandle::destroyForcibly);
+        p.destroyForcibly();
+      }
+    }
+  }
+
   /** Bad cluster options: exit 2, one line on stderr, no report written. */
   @Test
   void badClusterOptionsAreBadInput() {
