@@ -153,22 +153,12 @@ class DistributedTrainTest {
   /**
    * On a real cluster (one lms4j process per machine, here two on loopback) no supervisor sees
    * the other machine: when task 1's worker dies, task 0's worker must fail on its own (gRPC
-   * error or the collective and step timeouts, 10 and 20 s here) and exit 1 within 60 s.
+   * error or the step timeout, 20 s here) and exit 1 within 60 s.
    */
   @Test
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void onAClusterTheSurvivorStopsByItselfWhenAPeerDies() throws Exception {
-    dev.lms4j.distributed.Cluster c = dev.lms4j.distributed.Cluster.local(2);
-    List<Process> tasks = new ArrayList<>();
-    for (int t = 0; t < 2; t++) {
-      ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin",
-          "java").toString(), "-cp", System.getProperty("java.class.path"),
-          Main.class.getName(), "train", "--model", "mlp", "-o", "layers=2", "-o", "width=64",
-          "--batch", "16", "--steps", "100000", "--lms", "off", "--cluster", c.spec(), "--task",
-          Integer.toString(t), "--collective-timeout", "10", "--step-timeout", "20");
-      pb.redirectErrorStream(true).redirectOutput(dir.resolve("task" + t + ".log").toFile());
-      tasks.add(pb.start());
-    }
+    List<Process> tasks = clusterOfTwo("task", 20);
     try {
       ProcessHandle victim = null;
       for (int i = 0; i < 1200 && victim == null; i++) {
@@ -218,17 +208,7 @@ class DistributedTrainTest {
   @Test
   @Timeout(value = 5, unit = TimeUnit.MINUTES)
   void onAClusterAStalledPeerEndsTheSurvivorAfterTheStepTimeout() throws Exception {
-    dev.lms4j.distributed.Cluster c = dev.lms4j.distributed.Cluster.local(2);
-    List<Process> tasks = new ArrayList<>();
-    for (int t = 0; t < 2; t++) {
-      ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin",
-          "java").toString(), "-cp", System.getProperty("java.class.path"),
-          Main.class.getName(), "train", "--model", "mlp", "-o", "layers=2", "-o", "width=64",
-          "--batch", "16", "--steps", "100000", "--lms", "off", "--cluster", c.spec(), "--task",
-          Integer.toString(t), "--step-timeout", "10");
-      pb.redirectErrorStream(true).redirectOutput(dir.resolve("stall" + t + ".log").toFile());
-      tasks.add(pb.start());
-    }
+    List<Process> tasks = clusterOfTwo("stall", 10);
     ProcessHandle stalled = null;
     try {
       for (int i = 0; i < 1800 && !Files.readString(dir.resolve("stall0.log"))
@@ -284,6 +264,25 @@ class DistributedTrainTest {
   }
 
   /** The live worker JVM of task {@code t} started by this test JVM. */
+  /**
+   * Two lms4j processes joined as a cluster on loopback (tasks 0 and 1), training a long mlp
+   * job; their output goes to {@code <log>0.log} and {@code <log>1.log} in the test's folder.
+   */
+  private List<Process> clusterOfTwo(String log, int stepTimeoutSeconds) throws Exception {
+    dev.lms4j.distributed.Cluster c = dev.lms4j.distributed.Cluster.local(2);
+    List<Process> tasks = new ArrayList<>();
+    for (int t = 0; t < 2; t++) {
+      ProcessBuilder pb = new ProcessBuilder(Path.of(System.getProperty("java.home"), "bin",
+          "java").toString(), "-cp", System.getProperty("java.class.path"),
+          Main.class.getName(), "train", "--model", "mlp", "-o", "layers=2", "-o", "width=64",
+          "--batch", "16", "--steps", "100000", "--lms", "off", "--cluster", c.spec(), "--task",
+          Integer.toString(t), "--step-timeout", Integer.toString(stepTimeoutSeconds));
+      pb.redirectErrorStream(true).redirectOutput(dir.resolve(log + t + ".log").toFile());
+      tasks.add(pb.start());
+    }
+    return tasks;
+  }
+
   /**
    * The live worker process of task {@code t}, found by its command line. Read from
    * {@code /proc/PID/cmdline}: {@code ProcessHandle.Info.arguments()} is empty for command lines
