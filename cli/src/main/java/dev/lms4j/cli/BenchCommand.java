@@ -30,10 +30,14 @@ import picocli.CommandLine.Option;
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
             + "time with LMS at 50/40/25%% of the no-LMS budget per path, with and without "
-            + "overlap."})
+            + "overlap.",
+        "soak: 1000 budgeted steps with LMS swapping (mlp under 32 MiB, tflms), host and disk "
+            + "tiers, the worker's RSS sampled every 10 steps (slope after a 100-step warm-up) "
+            + "and the disk tier's swap files checked back to zero bytes."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
-      description = "quick (default), full, smoke, steptime, corpus, checkpoint or native.")
+      description = "quick (default), full, smoke, steptime, corpus, checkpoint, native or "
+          + "soak.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -93,17 +97,18 @@ final class BenchCommand implements Callable<Integer> {
       CorpusBench.run(tag == null ? size : tag, fs, sz, resolution, append, out, System.out);
       return 0;
     }
-    if (model != null && (suite.equals("checkpoint") || suite.equals("native"))) {
+    if (model != null && (suite.equals("checkpoint") || suite.equals("native")
+        || suite.equals("soak"))) {
       throw new IllegalArgumentException(
           "--model goes with the quick, full, smoke or steptime suite");
     }
     if (batch != null && batch < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
     }
-    if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native")
+    if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native", "soak")
         .contains(suite)) {
       throw new IllegalArgumentException("--suite must be quick, full, smoke, steptime, "
-          + "checkpoint or native");
+          + "corpus, checkpoint, native or soak");
     }
     Paths.checkDirectory(out, "--out");
     if (model != null) {
@@ -116,6 +121,7 @@ final class BenchCommand implements Callable<Integer> {
               options), out, System.out);
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
       case "native" -> NativeSwapBench.run(out, System.out);
+      case "soak" -> dev.lms4j.bench.SoakBench.run(out, 1000, 100, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
           + "steptime, corpus, checkpoint or native");
     }
