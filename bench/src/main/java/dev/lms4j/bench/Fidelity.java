@@ -373,6 +373,9 @@ public final class Fidelity {
   /** The Markdown of a result. */
   public static String markdown(ObjectNode root) {
     StringBuilder md = new StringBuilder("# Memory-model fidelity\n\n");
+    if (root.hasNonNull("notes")) { // what was learnt, written after the run
+      md.append(root.path("notes").asText()).append("\n\n## Results\n\n");
+    }
     md.append("Command: `").append(root.path("command").asText()).append("`; machine: ")
         .append(root.path("machine").asText()).append(String.format(Locale.ROOT, "; %.1f min."
             + "%n%n", root.path("wall_seconds").asDouble() / 60));
