@@ -191,13 +191,10 @@ public final class Fidelity {
       if (lr != null) {
         plan.remove("error");
         TrainingGraph rw = new TrainingGraph(lr.graphDef(), tg.manifest());
-        DataflowGraph after = model(rw);
-        long pOld = levelledPeak(after.withoutScratch());
-        long pNew = levelledPeak(after);
-        long pMeasured = levelledPeak(after.withScratch(trace.scratchByOp()));
-        plan.put("planner", lr.planner()).put("planner_predicted_bytes",
-            lr.predictedPeakAfter()).put("predicted_old_bytes", pOld)
-            .put("predicted_new_bytes", pNew).put("predicted_measured_scratch_bytes", pMeasured);
+        predictPlan(plan, lr, trace);
+        long pOld = plan.path("predicted_old_bytes").asLong();
+        long pNew = plan.path("predicted_new_bytes").asLong();
+        long pMeasured = plan.path("predicted_measured_scratch_bytes").asLong();
         long realPlan = smallest(c.label() + " auto", rw, Math.max(pNew, budget), out);
         plan.put("min_budget_mib", realPlan);
         say(out, "%s auto at %.0f MiB (%s): predicted old %.1f / new %.1f / measured-scratch "
@@ -206,6 +203,61 @@ public final class Fidelity {
       }
     }
     return node;
+  }
+
+  /**
+   * The plan's predicted peaks under the three models: its own model of the rewritten graph
+   * (the planner's graph with the plan applied, levelled schedule) with scratch estimated (what
+   * the planner predicted), without scratch, and with the trace's.
+   */
+  static void predictPlan(ObjectNode plan, LmsResult lr, ScratchTrace trace) {
+    DataflowGraph g = lr.model();
+    java.util.function.ToLongFunction<DataflowGraph> peak = lr.memoryPlan() == null
+        ? Fidelity::levelledPeak : x -> lr.memoryPlan().simulatePeak(x);
+    plan.put("planner", lr.planner()).put("planner_predicted_bytes", lr.predictedPeakAfter())
+        .put("predicted_old_bytes", peak.applyAsLong(g.withoutScratch()))
+        .put("predicted_new_bytes", peak.applyAsLong(g))
+        .put("predicted_measured_scratch_bytes",
+            peak.applyAsLong(g.withScratch(trace.scratchByOp())));
+  }
+
+  /**
+   * Recomputes the planner rows' predictions of a result (a new trace per graph, the same
+   * budget; the smallest budgets measured are kept), for a result written before a change of
+   * how predictions are read.
+   */
+  static void repredict(ObjectNode root, List<Case> cases, PrintStream out) throws IOException {
+    for (var gn : root.path("graphs")) {
+      ObjectNode plan = (ObjectNode) gn.path("auto");
+      if (!plan.has("min_budget_mib")) {
+        continue;
+      }
+      Case c = cases.stream().filter(x -> x.label().equals(gn.path("graph").asText()))
+          .findFirst().orElseThrow(() -> new IllegalArgumentException("unknown graph "
+              + gn.path("graph").asText()));
+      TrainingGraph tg = c.build().get();
+      Path dir = Files.createTempDirectory("lms4j-fidelity");
+      ScratchTrace trace;
+      try {
+        tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
+        trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
+            BudgetedRunner.UNBUDGETED_MIB);
+      } finally {
+        deleteTree(dir);
+      }
+      String planner = plan.path("planner").asText();
+      LmsResult lr = Lms.builder().budget(plan.path("budget_bytes").asLong())
+          .mode(LmsMode.AUTO).build().rewrite(tg);
+      predictPlan(plan, lr, trace);
+      if (!lr.planner().equals(planner)) {
+        plan.put("note", "planned again as " + lr.planner() + ", measured as " + planner);
+      }
+      say(out, "%s auto: old %.1f / new %.1f / measured-scratch %.1f MiB, real %d MiB",
+          c.label(), mib(plan.path("predicted_old_bytes").asLong()),
+          mib(plan.path("predicted_new_bytes").asLong()),
+          mib(plan.path("predicted_measured_scratch_bytes").asLong()),
+          plan.path("min_budget_mib").asLong());
+    }
   }
 
   /** The graph model lms4j plans on (scratch estimated). */
@@ -400,7 +452,9 @@ public final class Fidelity {
         }
         md.append("| ").append(g.path("graph").asText()).append(" | ")
             .append(m.equals("no_lms") ? "no LMS" : "auto @ " + Math.round(mib(
-                r.path("budget_bytes").asLong())) + " MiB").append(" | ");
+                r.path("budget_bytes").asLong())) + " MiB"
+                + (r.has("planner") ? " (" + r.path("planner").asText() + ")" : ""))
+            .append(" | ");
         if (r.has("error")) {
           md.append(r.path("error").asText()).append(" |||||\n");
           continue;
@@ -474,9 +528,20 @@ public final class Fidelity {
   /**
    * Runs the suite from the command line: {@code [outDir] [label-prefix...]} (only the default
    * cases whose label starts with a prefix), or {@code --markdown fidelity.json} to rewrite the
-   * Markdown next to a JSON result (e.g. after joining the graphs of two runs).
+   * Markdown next to a JSON result (e.g. after joining the graphs of two runs), or
+   * {@code --repredict fidelity.json} to recompute its planner rows' predictions
+   * ({@link #repredict}).
    */
   public static void main(String[] args) throws IOException {
+    if (args.length == 2 && args[0].equals("--repredict")) {
+      Path json = Path.of(args[1]);
+      ObjectNode root = (ObjectNode) JSON.readTree(json.toFile());
+      repredict(root, defaults(), System.out);
+      Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root)
+          + "\n");
+      Files.writeString(json.resolveSibling("fidelity.md"), markdown(root));
+      return;
+    }
     if (args.length == 2 && args[0].equals("--markdown")) {
       Path json = Path.of(args[1]);
       ObjectNode root = (ObjectNode) JSON.readTree(json.toFile());
