@@ -63,6 +63,17 @@ public final class ScratchTrace {
   private ScratchTrace(List<Node> nodes) {
     List<Node> sorted = new ArrayList<>(nodes);
     sorted.sort(Comparator.comparingLong(Node::startMicros));
+    // a node that allocated nothing has no memory statistics: the bytes in use stay as they were
+    long inUse = 0;
+    for (int i = 0; i < sorted.size(); i++) {
+      Node n = sorted.get(i);
+      if (n.bytesInUse() < 0) {
+        sorted.set(i, new Node(n.name(), n.type(), n.startMicros(), inUse, n.peakBytes(),
+            n.liveBytes(), n.micros()));
+      } else {
+        inUse = n.bytesInUse();
+      }
+    }
     this.nodes = Collections.unmodifiableList(sorted);
   }
 
@@ -71,7 +82,7 @@ public final class ScratchTrace {
     List<Node> out = new ArrayList<>();
     for (var dev : stats.getDevStatsList()) {
       for (var node : dev.getNodeStatsList()) {
-        long inUse = 0;
+        long inUse = node.getMemoryCount() == 0 ? -1 : 0;
         long peak = 0;
         long live = 0;
         for (var mem : node.getMemoryList()) {
