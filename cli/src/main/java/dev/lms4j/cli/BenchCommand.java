@@ -26,6 +26,14 @@ import picocli.CommandLine.Option;
             + "and each lms4j mode's (tflms, swap, remat, auto) as a fraction of it, predicted vs "
             + "measured peak; --size bench (default) or small, --families a,b, --tag NAME "
             + "(files corpus-NAME.json/.md). About an hour at bench size on 2 cores.",
+        "fidelity: how well the memory model predicts TensorFlow. It RUNS each graph: one "
+            + "traced step, then bisections of the smallest budget that trains without LMS and "
+            + "with auto at 60%% of it. Prints per op the simulated bytes in use (without "
+            + "scratch, with estimated and with traced kernel scratch) against the traced "
+            + "ones, sorted by the gap, then predicted peaks vs the real minimum "
+            + "(fidelity.json/.md). Default graphs: a few zoo models and corpus families; "
+            + "--model NAME [--batch N] or --families a,b [--size] for others. About 5 minutes "
+            + "per graph on 2 cores.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
@@ -36,8 +44,8 @@ import picocli.CommandLine.Option;
             + "and the disk tier's swap files checked back to zero bytes."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
-      description = "quick (default), full, smoke, steptime, corpus, checkpoint, native or "
-          + "soak.")
+      description = "quick (default), full, smoke, steptime, corpus, fidelity, checkpoint, "
+          + "native or soak.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -79,6 +87,9 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
+    if (suite.equals("fidelity")) {
+      return fidelity();
+    }
     if (suite.equals("corpus")) {
       if (model != null) {
         throw new IllegalArgumentException("--model does not go with the corpus suite");
@@ -108,7 +119,7 @@ final class BenchCommand implements Callable<Integer> {
     if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native", "soak")
         .contains(suite)) {
       throw new IllegalArgumentException("--suite must be quick, full, smoke, steptime, "
-          + "corpus, checkpoint, native or soak");
+          + "corpus, fidelity, checkpoint, native or soak");
     }
     Paths.checkDirectory(out, "--out");
     if (model != null) {
@@ -123,8 +134,35 @@ final class BenchCommand implements Callable<Integer> {
       case "native" -> NativeSwapBench.run(out, System.out);
       case "soak" -> dev.lms4j.bench.SoakBench.run(out, 1000, 100, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
-          + "steptime, corpus, checkpoint or native");
+          + "steptime, corpus, fidelity, checkpoint, native or soak");
     }
+    return 0;
+  }
+
+  private Integer fidelity() throws Exception {
+    Paths.checkDirectory(out, "--out");
+    if (batch != null && batch < 1) {
+      throw new IllegalArgumentException("--batch must be >= 1");
+    }
+    java.util.List<dev.lms4j.bench.Fidelity.Case> cases = new java.util.ArrayList<>();
+    if (model != null) {
+      var spec = dev.lms4j.train.models.ModelZoo.getOrThrow(model);
+      cases.add(dev.lms4j.bench.Fidelity.zoo(model, batch == null ? spec.defaultBatch() : batch,
+          options));
+    }
+    if (families != null) {
+      dev.lms4j.train.corpus.Corpus.Size sz = switch (size) {
+        case "small" -> dev.lms4j.train.corpus.Corpus.Size.SMALL;
+        case "bench" -> dev.lms4j.train.corpus.Corpus.Size.BENCH;
+        default -> throw new IllegalArgumentException("--size must be small or bench");
+      };
+      for (String f : families) {
+        dev.lms4j.train.corpus.Corpus.getOrThrow(f);
+        cases.add(dev.lms4j.bench.Fidelity.corpus(f, sz));
+      }
+    }
+    dev.lms4j.bench.Fidelity.run(cases.isEmpty() ? dev.lms4j.bench.Fidelity.defaults() : cases,
+        out, System.out);
     return 0;
   }
 }

@@ -32,6 +32,8 @@ public final class DataflowGraph {
   private final int[][] preds;
   private final int[][] succs;
   private final int[] topoOrder;
+  /** Effective scratch per op (measured, else estimated), computed on first use. */
+  private volatile long[] scratchBytes;
 
   DataflowGraph(List<Op> ops, Map<String, Integer> byName) {
     this.ops = Collections.unmodifiableList(ops);
@@ -264,6 +266,9 @@ public final class DataflowGraph {
       if (r != null && (r.id() != op.id() || !r.name().equals(op.name()))) {
         throw new IllegalArgumentException("a replaced op must keep its id and name: " + r.name());
       }
+      if (r != null && r.scratch() == Op.SCRATCH_UNKNOWN && r.type().equals(op.type())) {
+        r = r.withScratch(op.scratch()); // same kernel, other edges: the same scratch
+      }
       all.add(r == null ? op : r);
     }
     Map<String, Integer> names = new HashMap<>(byName);
@@ -286,6 +291,69 @@ public final class DataflowGraph {
     return new DataflowGraph(all, names);
   }
 
+  /**
+   * The bytes op {@code op}'s kernel allocates while it runs beyond its outputs (oneDNN's
+   * workspace and reorders, temporaries): the measured {@link Op#scratch()} when there is one,
+   * else {@link ScratchEstimates#estimate}'s figure from the op's type and shapes. The memory
+   * simulator adds it to the bytes in use while the op runs.
+   */
+  public long scratchBytes(int op) {
+    long[] s = scratchBytes;
+    if (s == null) {
+      s = new long[ops.size()];
+      for (Op o : ops) {
+        s[o.id()] = o.scratch() != Op.SCRATCH_UNKNOWN ? o.scratch()
+            : ScratchEstimates.estimate(this, o);
+      }
+      scratchBytes = s;
+    }
+    return s[op];
+  }
+
+  /**
+   * This graph with measured kernel scratch: each op named in {@code byOpName} gets that many
+   * bytes as its {@link Op#scratch()} (0 is a measurement too: it replaces the estimate). Names
+   * the graph lacks are ignored (a trace also names ops TensorFlow added, such as
+   * {@code _SOURCE}, or folded constants). Ops not named keep what they had. A probe that traced
+   * a step passes what it read ({@code ScratchTrace.scratchByOp()} in the tensorflow module):
+   *
+   * <pre>{@code
+   * DataflowGraph measured = graph.withScratch(Map.of("gradients/Conv2DBackpropFilter", 28L << 20));
+   * long peak = MemorySimulator.simulate(measured, Levels.of(measured).schedule()).peakBytes();
+   * }</pre>
+   *
+   * <p>The scratch stays with an op through every rewrite of the planners: an op replaced with
+   * other edges keeps it, a recomputed clone gets its original's.
+   *
+   * @throws IllegalArgumentException when a value is negative
+   */
+  public DataflowGraph withScratch(Map<String, Long> byOpName) {
+    Map<Integer, Op> replaced = new HashMap<>();
+    for (Map.Entry<String, Long> e : new java.util.TreeMap<>(byOpName).entrySet()) {
+      if (e.getValue() == null || e.getValue() < 0) {
+        throw new IllegalArgumentException("scratch of " + e.getKey() + " must be >= 0, got "
+            + e.getValue());
+      }
+      Integer id = byName.get(e.getKey());
+      if (id != null) {
+        replaced.put(id, ops.get(id).withScratch(e.getValue()));
+      }
+    }
+    return replaced.isEmpty() ? this : withEdits(replaced, List.of());
+  }
+
+  /**
+   * This graph with every op's scratch measured as 0: the memory model before scratch was
+   * modelled (live tensors only), for comparisons.
+   */
+  public DataflowGraph withoutScratch() {
+    Map<Integer, Op> replaced = new HashMap<>();
+    for (Op o : ops) {
+      replaced.put(o.id(), o.withScratch(0));
+    }
+    return withEdits(replaced, List.of());
+  }
+
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
   public DataflowGraphBuilder toBuilder() {
     DataflowGraphBuilder b = new DataflowGraphBuilder();
@@ -298,6 +366,9 @@ public final class DataflowGraph {
         ins.add("^" + ops.get(c).name());
       }
       b.op(op.name(), op.type(), op.category(), op.device(), ins, op.outputs());
+      if (op.scratch() != Op.SCRATCH_UNKNOWN) {
+        b.scratch(op.name(), op.scratch());
+      }
     }
     return b;
   }

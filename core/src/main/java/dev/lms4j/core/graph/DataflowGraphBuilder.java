@@ -22,6 +22,7 @@ public final class DataflowGraphBuilder {
       List<String> inputs, List<Tensor> outputs) {}
 
   private final LinkedHashMap<String, Pending> pending = new LinkedHashMap<>();
+  private final Map<String, Long> scratch = new HashMap<>();
 
   DataflowGraphBuilder() {}
 
@@ -43,6 +44,21 @@ public final class DataflowGraphBuilder {
     }
     pending.put(name, new Pending(name, type, category, device, List.copyOf(inputs),
         List.copyOf(outputs)));
+    return this;
+  }
+
+  /**
+   * Sets the measured kernel scratch of an op already added ({@link Op#scratch()}); ops without
+   * one get {@link Op#SCRATCH_UNKNOWN}, which the graph estimates.
+   */
+  public DataflowGraphBuilder scratch(String op, long bytes) {
+    if (!pending.containsKey(op)) {
+      throw new IllegalArgumentException("scratch for unknown op '" + op + "'");
+    }
+    if (bytes < Op.SCRATCH_UNKNOWN) {
+      throw new IllegalArgumentException("negative scratch for " + op + ": " + bytes);
+    }
+    scratch.put(op, bytes);
     return this;
   }
 
@@ -110,7 +126,8 @@ public final class DataflowGraphBuilder {
         }
       }
       ops.add(new Op(ids.get(p.name()), p.name(), p.type(), p.category(), p.device(), data,
-          ctl.stream().distinct().toList(), p.outputs()));
+          ctl.stream().distinct().toList(), p.outputs(),
+          scratch.getOrDefault(p.name(), Op.SCRATCH_UNKNOWN)));
     }
     return new DataflowGraph(ops, ids);
   }

@@ -14,9 +14,16 @@ import java.util.Objects;
  * @param inputs        data inputs in order
  * @param controlInputs ids of ops this op must wait for
  * @param outputs       outputs in order
+ * @param scratch       bytes the kernel allocates while it runs beyond its outputs (workspace,
+ *                      temporaries), as measured in a trace; {@link #SCRATCH_UNKNOWN} when not
+ *                      measured: the graph then estimates it from the op's type and shapes
+ *                      ({@link DataflowGraph#scratchBytes(int)})
  */
 public record Op(int id, String name, String type, OpCategory category, String device,
-    List<TensorId> inputs, List<Integer> controlInputs, List<Tensor> outputs) {
+    List<TensorId> inputs, List<Integer> controlInputs, List<Tensor> outputs, long scratch) {
+
+  /** {@link #scratch()} of an op whose scratch was not measured. */
+  public static final long SCRATCH_UNKNOWN = -1;
 
   public Op {
     Objects.requireNonNull(name);
@@ -26,6 +33,20 @@ public record Op(int id, String name, String type, OpCategory category, String d
     inputs = List.copyOf(inputs);
     controlInputs = List.copyOf(controlInputs);
     outputs = List.copyOf(outputs);
+    if (scratch < SCRATCH_UNKNOWN) {
+      throw new IllegalArgumentException("negative scratch for " + name + ": " + scratch);
+    }
+  }
+
+  /** An op whose scratch is not measured ({@link #SCRATCH_UNKNOWN}). */
+  public Op(int id, String name, String type, OpCategory category, String device,
+      List<TensorId> inputs, List<Integer> controlInputs, List<Tensor> outputs) {
+    this(id, name, type, category, device, inputs, controlInputs, outputs, SCRATCH_UNKNOWN);
+  }
+
+  /** This op with its scratch set to {@code bytes} (measured) or {@link #SCRATCH_UNKNOWN}. */
+  public Op withScratch(long bytes) {
+    return new Op(id, name, type, category, device, inputs, controlInputs, outputs, bytes);
   }
 
   /** The output tensor with this index. */

@@ -8,8 +8,9 @@ import java.util.Set;
 
 /**
  * The smallest peak any plan could reach: resident bytes (variables, constants, feeds) plus the
- * largest working set of a single op (its distinct transient inputs and its outputs), which must
- * all be in device memory while the op runs whatever is swapped or recomputed.
+ * largest working set of a single op (its distinct transient inputs, its outputs and its kernel
+ * scratch), which must all be in device memory while the op runs whatever is swapped or
+ * recomputed.
  */
 public final class LowerBound {
   private LowerBound() {}
@@ -25,7 +26,7 @@ public final class LowerBound {
     return pinned + largestOp(g);
   }
 
-  /** The largest single-op working set (transient inputs plus transient outputs), in bytes. */
+  /** The largest single-op working set (transient inputs, outputs and scratch), in bytes. */
   public static long largestOp(DataflowGraph g) {
     long best = 0;
     for (Op op : g.ops()) {
@@ -52,7 +53,7 @@ public final class LowerBound {
     if (MemorySimulator.isPinned(op)) {
       return 0;
     }
-    long w = op.transientOutputBytes();
+    long w = op.transientOutputBytes() + g.scratchBytes(op.id());
     Set<TensorId> seen = new HashSet<>();
     for (TensorId in : op.inputs()) {
       if (seen.add(in) && !MemorySimulator.isPinned(g.op(in.op())) && !g.tensor(in).persistent()) {

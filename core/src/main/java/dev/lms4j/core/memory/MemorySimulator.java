@@ -13,8 +13,10 @@ import dev.lms4j.core.graph.TensorId;
  * <ul>
  *   <li>Variables, constants and feeds are resident for the whole step; other ops' persistent
  *       (ref-typed) outputs alias a variable and cost nothing.</li>
- *   <li>When an op runs, its transient outputs are allocated; the memory in use at that moment
- *       (all live tensors plus the new outputs) is the op's sample.</li>
+ *   <li>When an op runs, its transient outputs are allocated, and its kernel holds its scratch
+ *       ({@link DataflowGraph#scratchBytes(int)}: oneDNN's workspace and reorders, measured by
+ *       a trace or estimated from shapes) until it ends; the memory in use at that moment (all
+ *       live tensors, the new outputs and the scratch) is the op's sample.</li>
  *   <li>After it runs, each input whose last reader it was is freed, and outputs nobody reads are
  *       freed at once. Shape-only readers ({@link OpTypes#SHAPE_ONLY}) do not keep a buffer
  *       alive: TensorFlow folds them to constants when shapes are static.</li>
@@ -22,7 +24,9 @@ import dev.lms4j.core.graph.TensorId;
  *       swap-ins allocate their output like any op, so swap events need no special case.</li>
  * </ul>
  *
- * Scratch memory inside a kernel is not modelled.
+ * Not modelled: in-place forwarding of an input buffer to an output, the allocator's rounding
+ * and fragmentation, and an executor order other than the one given ({@code docs/bench/fidelity.md}
+ * measures what that leaves).
  */
 public final class MemorySimulator {
   private MemorySimulator() {}
@@ -83,9 +87,10 @@ public final class MemorySimulator {
           live += op.output(i).bytes();
         }
       }
-      timeline[step] = live;
-      if (live > peak) {
-        peak = live;
+      long sample = live + g.scratchBytes(v);
+      timeline[step] = sample;
+      if (sample > peak) {
+        peak = sample;
         peakAt = step;
       }
       if (!OpTypes.SHAPE_ONLY.contains(op.type())) {

@@ -26,6 +26,7 @@ public final class PlanSimulator {
   private final int[][] baseIn;
   private final int[][] baseCtl;
   private final boolean[] baseShapeOnly;
+  private final long[] baseScratch;
   private final long pinnedBytes;
 
   /** Prepares the arrays of {@code g} once; {@link #peak} can then be called many times. */
@@ -43,6 +44,7 @@ public final class PlanSimulator {
     baseIn = new int[n][];
     baseCtl = new int[n][];
     baseShapeOnly = new boolean[n];
+    baseScratch = new long[n];
     long pinned = 0;
     for (Op op : g.ops()) {
       int v = op.id();
@@ -65,6 +67,7 @@ public final class PlanSimulator {
       baseIn[v] = in;
       baseCtl[v] = op.controlInputs().stream().mapToInt(Integer::intValue).toArray();
       baseShapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
+      baseScratch[v] = g.scratchBytes(v);
     }
     pinnedBytes = pinned;
   }
@@ -242,7 +245,8 @@ public final class PlanSimulator {
           live += bytes[t];
         }
       }
-      peak = Math.max(peak, live);
+      // the kernel's scratch while it runs (inserted swap ops have none)
+      peak = Math.max(peak, live + (v < n ? baseScratch[v] : 0));
       if (v >= n || !baseShapeOnly[v]) {
         for (int t : in[v]) {
           if (refs[t] > 0 && --refs[t] == 0) {

@@ -55,7 +55,8 @@ public final class RecomputeApplier {
           }
         }
         added.add(new Op(id, RecomputePlan.cloneName(gr.name(), name), o.type(),
-            o.category(), o.device(), ins, root ? triggers : List.of(), o.outputs()));
+            o.category(), o.device(), ins, root ? triggers : List.of(), o.outputs(),
+            o.scratch())); // a clone runs the same kernel: its original's measured scratch
         // the variable's update waits for the clone, which then reads the forward pass's value
         for (int w : VariableReads.writers(g, o)) {
           Op wo = replaced.getOrDefault(w, g.op(w));

@@ -1,0 +1,559 @@
+package dev.lms4j.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.memory.MemoryProfile;
+import dev.lms4j.core.memory.MemorySimulator;
+import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.ScratchTrace;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.RunResult;
+import dev.lms4j.train.corpus.Corpus;
+import dev.lms4j.train.models.ModelZoo;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.proto.RewriterConfig;
+
+/**
+ * {@code lms4j bench --suite fidelity}: how well the memory model predicts what TensorFlow
+ * really needs. It <b>runs every graph</b>: one traced step in a worker JVM (BFC allocator on),
+ * then a bisection of the smallest budget that trains (init and two steps per probe, each in
+ * its own budgeted worker).
+ *
+ * <p>Per graph it prints the ops side by side, sorted by the gap: the simulator's bytes in use
+ * while each op runs (levelled schedule; the model before scratch was modelled, with estimated
+ * scratch, and with the trace's measured scratch) against the traced bytes in use while the op
+ * ran (the allocator's bytes in use after the op before it plus the op's own high-water mark),
+ * and the op's traced scratch ({@link ScratchTrace}). Then the totals: predicted peaks under the
+ * three models against the traced peaks and the smallest budget that really trains, without LMS
+ * and with one planner ({@code auto}) planned at one budget, the rewritten graph's own smallest
+ * budget bisected as well.
+ *
+ * <pre>{@code
+ * ObjectNode r = Fidelity.run(Fidelity.defaults(), Path.of("docs/bench"), System.out);
+ * }</pre>
+ */
+public final class Fidelity {
+  private static final Logger LOG = LoggerFactory.getLogger(Fidelity.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final int STEPS = 2;
+  private static final int TOP = 12;
+  /** The planner's budget: the first of these fractions of the no-LMS minimum it plans for. */
+  static final double[] PLAN_FRACTIONS = {0.6, 0.7, 0.8};
+  /** Bisection step as a fraction of the upper bound. */
+  static final double RESOLUTION = 0.03;
+
+  private Fidelity() {}
+
+  /**
+   * A graph to measure.
+   *
+   * @param label how the tables name it
+   * @param build builds it
+   */
+  public record Case(String label, GraphSource build) {}
+
+  /** Builds a training graph. */
+  public interface GraphSource {
+    /** The graph. */
+    TrainingGraph get() throws IOException;
+  }
+
+  /** A zoo model at a batch size. */
+  public static Case zoo(String model, int batch) {
+    return zoo(model, batch, Map.of());
+  }
+
+  /** A zoo model at a batch size with model options ({@code -o key=value}). */
+  public static Case zoo(String model, int batch, Map<String, String> options) {
+    String opts = options.isEmpty() ? "" : " " + new java.util.TreeMap<>(options);
+    return new Case(model + " b" + batch + opts, () -> ModelZoo.getOrThrow(model).build(batch,
+        options));
+  }
+
+  /** A corpus family. */
+  public static Case corpus(String family, Corpus.Size size) {
+    return new Case(family + " (" + size.name().toLowerCase(Locale.ROOT) + ")",
+        () -> Corpus.getOrThrow(family).build(size, 42));
+  }
+
+  /** The default set: a handful of zoo models and corpus families. */
+  public static List<Case> defaults() {
+    return List.of(zoo("resnet", 32), zoo("lenet", 100), zoo("gpt2", 4),
+        corpus("resnet-resource", Corpus.Size.BENCH), corpus("unet", Corpus.Size.BENCH),
+        corpus("encoder", Corpus.Size.BENCH));
+  }
+
+  /**
+   * Measures the cases and writes {@code fidelity.json} and {@code fidelity.md} under
+   * {@code outDir} (after every case, so a stopped run keeps what it measured).
+   */
+  public static ObjectNode run(List<Case> cases, Path outDir, PrintStream out)
+      throws IOException {
+    Files.createDirectories(outDir);
+    ObjectNode root = JSON.createObjectNode();
+    root.put("schema", "lms4j-bench-fidelity/1").put("suite", "fidelity")
+        .put("machine", Machine.describe()).put("command", "./lms4j bench --suite fidelity")
+        .put("steps_per_probe", STEPS).put("resolution", RESOLUTION)
+        .put("plan_fractions", java.util.Arrays.toString(PLAN_FRACTIONS));
+    ArrayNode rows = root.putArray("graphs");
+    long t0 = System.nanoTime();
+    for (Case c : cases) {
+      rows.add(measure(c, out));
+      root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
+      write(root, outDir);
+    }
+    out.println(markdown(root));
+    return root;
+  }
+
+  private static void write(ObjectNode root, Path outDir) throws IOException {
+    Files.writeString(outDir.resolve("fidelity.json"),
+        JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
+    Files.writeString(outDir.resolve("fidelity.md"), markdown(root));
+  }
+
+  /** One case: trace, per-op comparison, bisections. */
+  static ObjectNode measure(Case c, PrintStream out) throws IOException {
+    ObjectNode node = JSON.createObjectNode().put("graph", c.label());
+    TrainingGraph tg = c.build().get();
+    DataflowGraph estimated = model(tg);
+    Path dir = Files.createTempDirectory("lms4j-fidelity");
+    ScratchTrace trace;
+    try {
+      tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
+      trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
+          BudgetedRunner.UNBUDGETED_MIB);
+    } finally {
+      deleteTree(dir);
+    }
+    Comparison cmp = compare(estimated, trace);
+    out.println(cmp.table(c.label(), TOP));
+    node.put("ops", estimated.size())
+        .put("traced_peak_bytes", trace.peakBytesInUse())
+        .put("traced_peak_with_scratch_bytes", trace.peakBytesWithScratch())
+        .put("largest_traced_scratch_bytes", cmp.largestScratch)
+        .put("largest_traced_scratch_op", cmp.largestScratchOp);
+    ObjectNode none = node.putObject("no_lms");
+    none.put("predicted_old_bytes", cmp.peakOld).put("predicted_new_bytes", cmp.peakNew)
+        .put("predicted_measured_scratch_bytes", cmp.peakMeasured)
+        .put("predicted_measured_scratch_traced_order_bytes", cmp.peakMeasuredTracedOrder);
+    ArrayNode top = node.putArray("top_gaps");
+    for (Row r : cmp.rows.subList(0, Math.min(TOP, cmp.rows.size()))) {
+      top.addObject().put("op", r.op).put("type", r.type).put("predicted_old", r.old)
+          .put("predicted_new", r.est).put("predicted_measured", r.measured)
+          .put("traced", r.traced).put("traced_scratch", r.scratch)
+          .put("estimated_scratch", r.estScratch);
+    }
+    long hi = Math.max(cmp.peakNew, trace.peakBytesWithScratch());
+    long real = smallest(c.label() + " no-lms", tg, hi, out);
+    none.put("min_budget_mib", real);
+    say(out, "%s no LMS: predicted old %.1f / new %.1f / measured-scratch %.1f MiB; "
+        + "smallest budget %d MiB", c.label(), mib(cmp.peakOld), mib(cmp.peakNew),
+        mib(cmp.peakMeasured), real);
+    if (real > 0) {
+      ObjectNode plan = node.putObject("auto");
+      LmsResult lr = null;
+      long budget = 0;
+      for (double f : PLAN_FRACTIONS) { // the first fraction the planner accepts
+        budget = (long) (real * f) << 20;
+        try {
+          lr = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
+          break;
+        } catch (PlanningException e) {
+          plan.put("error", "no plan at " + Math.round(f * 100) + "% of the no-LMS minimum: "
+              + firstLine(e.getMessage()));
+          say(out, "%s auto at %.0f MiB: no plan", c.label(), mib(budget));
+        }
+      }
+      plan.put("budget_bytes", budget);
+      if (lr != null) {
+        plan.remove("error");
+        TrainingGraph rw = new TrainingGraph(lr.graphDef(), tg.manifest());
+        predictPlan(plan, lr, trace);
+        long pOld = plan.path("predicted_old_bytes").asLong();
+        long pNew = plan.path("predicted_new_bytes").asLong();
+        long pMeasured = plan.path("predicted_measured_scratch_bytes").asLong();
+        long realPlan = smallest(c.label() + " auto", rw, Math.max(pNew, budget), out);
+        plan.put("min_budget_mib", realPlan);
+        say(out, "%s auto at %.0f MiB (%s): predicted old %.1f / new %.1f / measured-scratch "
+            + "%.1f MiB; smallest budget %d MiB", c.label(), mib(budget), lr.planner(),
+            mib(pOld), mib(pNew), mib(pMeasured), realPlan);
+      }
+    }
+    return node;
+  }
+
+  /**
+   * The plan's predicted peaks under the three models: its own model of the rewritten graph
+   * (the planner's graph with the plan applied, levelled schedule) with scratch estimated (what
+   * the planner predicted), without scratch, and with the trace's.
+   */
+  static void predictPlan(ObjectNode plan, LmsResult lr, ScratchTrace trace) {
+    DataflowGraph g = lr.model();
+    java.util.function.ToLongFunction<DataflowGraph> peak = lr.memoryPlan() == null
+        ? Fidelity::levelledPeak : x -> lr.memoryPlan().simulatePeak(x);
+    plan.put("planner", lr.planner()).put("planner_predicted_bytes", lr.predictedPeakAfter())
+        .put("predicted_old_bytes", peak.applyAsLong(g.withoutScratch()))
+        .put("predicted_new_bytes", peak.applyAsLong(g))
+        .put("predicted_measured_scratch_bytes",
+            peak.applyAsLong(g.withScratch(trace.scratchByOp())));
+  }
+
+  /**
+   * Recomputes the planner rows' predictions of a result (a new trace per graph, the same
+   * budget; the smallest budgets measured are kept), for a result written before a change of
+   * how predictions are read.
+   */
+  static void repredict(ObjectNode root, List<Case> cases, PrintStream out) throws IOException {
+    for (var gn : root.path("graphs")) {
+      ObjectNode plan = (ObjectNode) gn.path("auto");
+      if (!plan.has("min_budget_mib")) {
+        continue;
+      }
+      Case c = cases.stream().filter(x -> x.label().equals(gn.path("graph").asText()))
+          .findFirst().orElseThrow(() -> new IllegalArgumentException("unknown graph "
+              + gn.path("graph").asText()));
+      TrainingGraph tg = c.build().get();
+      Path dir = Files.createTempDirectory("lms4j-fidelity");
+      ScratchTrace trace;
+      try {
+        tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
+        trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
+            BudgetedRunner.UNBUDGETED_MIB);
+      } finally {
+        deleteTree(dir);
+      }
+      String planner = plan.path("planner").asText();
+      LmsResult lr = Lms.builder().budget(plan.path("budget_bytes").asLong())
+          .mode(LmsMode.AUTO).build().rewrite(tg);
+      predictPlan(plan, lr, trace);
+      if (!lr.planner().equals(planner)) {
+        plan.put("note", "planned again as " + lr.planner() + ", measured as " + planner);
+      }
+      say(out, "%s auto: old %.1f / new %.1f / measured-scratch %.1f MiB, real %d MiB",
+          c.label(), mib(plan.path("predicted_old_bytes").asLong()),
+          mib(plan.path("predicted_new_bytes").asLong()),
+          mib(plan.path("predicted_measured_scratch_bytes").asLong()),
+          plan.path("min_budget_mib").asLong());
+    }
+  }
+
+  /** The graph model lms4j plans on (scratch estimated). */
+  static DataflowGraph model(TrainingGraph tg) {
+    return GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(), -1,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+  }
+
+  static long levelledPeak(DataflowGraph g) {
+    return MemorySimulator.simulate(g, Levels.of(g).schedule()).peakBytes();
+  }
+
+  /** The smallest MiB at which {@code tg} trains without LMS, from about {@code guess}. */
+  private static long smallest(String label, TrainingGraph tg, long guess, PrintStream out)
+      throws IOException {
+    long hi = (long) (guess * 1.3 / 1048576.0) + 16;
+    long lo = Math.max(1, hi / 4);
+    while (hi < 16_384 && !fits(tg, hi)) {
+      say(out, "  %s %d MiB: OOM, doubling", label, hi);
+      lo = hi;
+      hi *= 2;
+    }
+    long step = Math.max(1, (long) (hi * RESOLUTION));
+    return Bisection.smallest(lo, hi, step, mib -> {
+      boolean ok = fits(tg, mib);
+      say(out, "  %s %d MiB: %s", label, mib, ok ? "trains" : "OOM");
+      return ok;
+    });
+  }
+
+  private static boolean fits(TrainingGraph tg, long mib) throws IOException {
+    RunResult r = BudgetedRunner.run(tg, new BudgetedRunner.Options(mib << 20, STEPS, 42, true,
+        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, Duration.ofMinutes(5)));
+    if (!r.fits() && !r.oom()) {
+      LOG.warn("run at {} MiB failed: {}", mib, r.error());
+    }
+    return r.fits();
+  }
+
+  /** One op side by side. */
+  record Row(String op, String type, long old, long est, long measured, long traced,
+      long scratch, long estScratch) {
+    long gap() {
+      return traced - est;
+    }
+  }
+
+  /** The per-op comparison of a graph model with a trace. */
+  static final class Comparison {
+    final List<Row> rows = new ArrayList<>();
+    long peakOld;
+    long peakNew;
+    long peakMeasured;
+    long peakMeasuredTracedOrder;
+    long tracedPeak;
+    long tracedWithScratch;
+    long largestScratch;
+    String largestScratchOp = "";
+
+    String table(String label, int top) {
+      StringBuilder sb = new StringBuilder();
+      sb.append(String.format(Locale.ROOT, "== %s: predicted peak old %.1f MiB, with estimated "
+          + "scratch %.1f MiB, with traced scratch %.1f MiB; traced peak %.1f MiB, with scratch "
+          + "%.1f MiB; largest scratch %.1f MiB (%s); with traced scratch in TensorFlow's order "
+          + "%.1f MiB%n", label, mib(peakOld), mib(peakNew),
+          mib(peakMeasured), mib(tracedPeak), mib(tracedWithScratch), mib(largestScratch),
+          largestScratchOp, mib(peakMeasuredTracedOrder)));
+      sb.append(String.format(Locale.ROOT, "%-44s %-22s %9s %9s %9s %9s %9s %9s %9s%n", "op",
+          "type", "old", "est", "measured", "traced", "gap", "scratch", "est.scr"));
+      for (Row r : rows.subList(0, Math.min(top, rows.size()))) {
+        sb.append(String.format(Locale.ROOT,
+            "%-44s %-22s %9.1f %9.1f %9.1f %9.1f %+9.1f %9.1f %9.1f%n", cut(r.op, 44),
+            cut(r.type, 22), mib(r.old), mib(r.est), mib(r.measured), mib(r.traced),
+            mib(r.gap()), mib(r.scratch), mib(r.estScratch)));
+      }
+      return sb.toString();
+    }
+  }
+
+  /**
+   * Compares the simulator's bytes in use while each op runs (levelled schedule) under three
+   * models (no scratch, estimated scratch, the trace's scratch) with the trace, per op, sorted
+   * by the largest absolute gap between the traced bytes and the estimated model's.
+   */
+  public static Comparison compare(DataflowGraph estimated, ScratchTrace trace) {
+    DataflowGraph old = estimated.withoutScratch();
+    DataflowGraph measured = estimated.withScratch(trace.scratchByOp());
+    int[] levelled = Levels.of(estimated).schedule();
+    // per op, the simulation follows the order TensorFlow ran: gaps are then about memory,
+    // not about order; the peaks are given for both orders
+    int[] order = tracedOrder(estimated, trace);
+    MemoryProfile pOld = MemorySimulator.simulate(old, order);
+    MemoryProfile pNew = MemorySimulator.simulate(estimated, order);
+    MemoryProfile pMeasured = MemorySimulator.simulate(measured, order);
+    Map<String, long[]> traced = new HashMap<>();
+    long before = 0;
+    Comparison c = new Comparison();
+    for (ScratchTrace.Node n : trace.nodes()) {
+      traced.put(n.name(), new long[] {Math.max(n.bytesInUse(), before + n.peakBytes()),
+          n.scratchBytes()});
+      before = n.bytesInUse();
+      if (n.scratchBytes() > c.largestScratch) {
+        c.largestScratch = n.scratchBytes();
+        c.largestScratchOp = n.name();
+      }
+    }
+    for (int i = 0; i < order.length; i++) {
+      Op op = estimated.op(order[i]);
+      long[] t = traced.get(op.name());
+      if (t == null || OpTypes.SHAPE_ONLY.contains(op.type()) || MemorySimulator.isPinned(op)
+          || OpTypes.CONSTANTS.contains(op.type())) {
+        continue; // folded or pruned by grappler, or a constant: nothing to compare
+      }
+      c.rows.add(new Row(op.name(), op.type(), pOld.timeline()[i], pNew.timeline()[i],
+          pMeasured.timeline()[i], t[0], t[1], estimated.scratchBytes(op.id())));
+    }
+    c.rows.sort(Comparator.comparingLong((Row r) -> Math.abs(r.gap())).reversed()
+        .thenComparing(Row::op));
+    c.peakOld = MemorySimulator.simulate(old, levelled).peakBytes();
+    c.peakNew = MemorySimulator.simulate(estimated, levelled).peakBytes();
+    c.peakMeasured = MemorySimulator.simulate(measured, levelled).peakBytes();
+    c.peakMeasuredTracedOrder = pMeasured.peakBytes();
+    c.tracedPeak = trace.peakBytesInUse();
+    c.tracedWithScratch = trace.peakBytesWithScratch();
+    return c;
+  }
+
+  /**
+   * A topological order of {@code g} that follows the trace: ready ops run in the order
+   * TensorFlow ran them; ops it did not run (folded by grappler) as soon as they are ready.
+   */
+  static int[] tracedOrder(DataflowGraph g, ScratchTrace trace) {
+    Map<String, Integer> pos = new HashMap<>();
+    for (int i = 0; i < trace.nodes().size(); i++) {
+      pos.putIfAbsent(trace.nodes().get(i).name(), i);
+    }
+    int n = g.size();
+    int[] prio = new int[n];
+    int[] indeg = new int[n];
+    for (int v = 0; v < n; v++) {
+      prio[v] = pos.getOrDefault(g.op(v).name(), -1);
+      indeg[v] = g.predecessorCount(v);
+    }
+    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(
+        Comparator.comparingInt((Integer v) -> prio[v]).thenComparingInt(v -> v));
+    for (int v = 0; v < n; v++) {
+      if (indeg[v] == 0) {
+        ready.add(v);
+      }
+    }
+    int[] order = new int[n];
+    int k = 0;
+    while (!ready.isEmpty()) {
+      int v = ready.poll();
+      order[k++] = v;
+      for (int s : g.successors(v)) {
+        if (--indeg[s] == 0) {
+          ready.add(s);
+        }
+      }
+    }
+    return order;
+  }
+
+  /** The Markdown of a result. */
+  public static String markdown(ObjectNode root) {
+    StringBuilder md = new StringBuilder("# Memory-model fidelity\n\n");
+    if (root.hasNonNull("notes")) { // what was learnt, written after the run
+      md.append(root.path("notes").asText()).append("\n\n## Results\n\n");
+    }
+    md.append("Command: `").append(root.path("command").asText()).append("`; machine: ")
+        .append(root.path("machine").asText()).append(String.format(Locale.ROOT, "; %.1f min."
+            + "%n%n", root.path("wall_seconds").asDouble() / 60));
+    md.append("Predicted peak (levelled schedule) under three memory models: **old** (live "
+        + "tensors only, before kernel scratch was modelled), **est** (scratch estimated from "
+        + "op types and shapes, what planners use by default), **meas** (scratch measured by "
+        + "one traced step, `DataflowGraph.withScratch`), against the smallest budget that "
+        + "really trains (init + ").append(root.path("steps_per_probe").asInt())
+        .append(" steps per probe in a budgeted worker, bisected to ")
+        .append(Math.round(root.path("resolution").asDouble() * 100))
+        .append("% of the upper bound). Error = predicted / real - 1. `auto`: the hybrid "
+            + "planner at the first of ").append(root.path("plan_fractions").asText())
+        .append(" of the no-LMS minimum it plans for; its rewritten graph's smallest budget "
+            + "bisected.\n\n");
+    md.append("| graph | method | real min | old | est | meas | traced peak (+scratch) "
+        + "| largest scratch |\n|---|---|---|---|---|---|---|---|\n");
+    for (var g : root.path("graphs")) {
+      for (String m : List.of("no_lms", "auto")) {
+        var r = g.path(m);
+        if (r.isMissingNode()) {
+          continue;
+        }
+        md.append("| ").append(g.path("graph").asText()).append(" | ")
+            .append(m.equals("no_lms") ? "no LMS" : "auto @ " + Math.round(mib(
+                r.path("budget_bytes").asLong())) + " MiB"
+                + (r.has("planner") ? " (" + r.path("planner").asText() + ")" : ""))
+            .append(" | ");
+        if (r.has("error")) {
+          md.append(r.path("error").asText()).append(" |||||\n");
+          continue;
+        }
+        long real = r.path("min_budget_mib").asLong();
+        md.append(real > 0 ? real + " MiB" : "none").append(" | ");
+        for (String k : List.of("predicted_old_bytes", "predicted_new_bytes",
+            "predicted_measured_scratch_bytes")) {
+          long p = r.path(k).asLong();
+          md.append(String.format(Locale.ROOT, "%.1f", mib(p)));
+          if (real > 0) {
+            md.append(String.format(Locale.ROOT, " (%+.0f%%)", 100 * (mib(p) / real - 1)));
+          }
+          md.append(" | ");
+        }
+        md.append(m.equals("no_lms") ? String.format(Locale.ROOT, "%.1f (%.1f) | %.1f MiB |%n",
+            mib(g.path("traced_peak_bytes").asLong()),
+            mib(g.path("traced_peak_with_scratch_bytes").asLong()),
+            mib(g.path("largest_traced_scratch_bytes").asLong())) : " | |\n");
+      }
+    }
+    md.append("\nLargest per-op gaps (traced bytes in use while the op ran minus the `est` "
+        + "model's), MiB:\n\n| graph | op | type | old | est | meas | traced | scratch "
+        + "traced / est |\n|---|---|---|---|---|---|---|---|\n");
+    for (var g : root.path("graphs")) {
+      int k = 0;
+      for (var r : g.path("top_gaps")) {
+        if (k++ >= 4) {
+          break;
+        }
+        md.append(String.format(Locale.ROOT, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | "
+            + "%.1f / %.1f |%n", g.path("graph").asText(), r.path("op").asText(),
+            r.path("type").asText(), mib(r.path("predicted_old").asLong()),
+            mib(r.path("predicted_new").asLong()), mib(r.path("predicted_measured").asLong()),
+            mib(r.path("traced").asLong()), mib(r.path("traced_scratch").asLong()),
+            mib(r.path("estimated_scratch").asLong())));
+      }
+    }
+    return md.toString();
+  }
+
+  private static String cut(String s, int n) {
+    return s.length() <= n ? s : "..." + s.substring(s.length() - n + 3);
+  }
+
+  private static double mib(long b) {
+    return b / 1048576.0;
+  }
+
+  private static String firstLine(String s) {
+    if (s == null) {
+      return "";
+    }
+    int nl = s.indexOf('\n');
+    return nl < 0 ? s : s.substring(0, nl);
+  }
+
+  private static void say(PrintStream out, String fmt, Object... args) {
+    out.println(String.format(Locale.ROOT, fmt, args));
+    out.flush();
+  }
+
+  private static void deleteTree(Path dir) {
+    try (var s = Files.walk(dir)) {
+      s.sorted(Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+    } catch (IOException e) {
+      LOG.debug("could not delete {}: {}", dir, e.toString());
+    }
+  }
+
+  /**
+   * Runs the suite from the command line: {@code [outDir] [label-prefix...]} (only the default
+   * cases whose label starts with a prefix), or {@code --markdown fidelity.json} to rewrite the
+   * Markdown next to a JSON result (e.g. after joining the graphs of two runs), or
+   * {@code --repredict fidelity.json} to recompute its planner rows' predictions
+   * ({@link #repredict}).
+   */
+  public static void main(String[] args) throws IOException {
+    if (args.length == 2 && args[0].equals("--repredict")) {
+      Path json = Path.of(args[1]);
+      ObjectNode root = (ObjectNode) JSON.readTree(json.toFile());
+      repredict(root, defaults(), System.out);
+      Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root)
+          + "\n");
+      Files.writeString(json.resolveSibling("fidelity.md"), markdown(root));
+      return;
+    }
+    if (args.length == 2 && args[0].equals("--markdown")) {
+      Path json = Path.of(args[1]);
+      ObjectNode root = (ObjectNode) JSON.readTree(json.toFile());
+      Files.writeString(json.resolveSibling("fidelity.md"), markdown(root));
+      return;
+    }
+    Path outDir = Path.of(args.length > 0 ? args[0] : "docs/bench");
+    List<Case> cases = new ArrayList<>(defaults());
+    if (args.length > 1) {
+      List<String> want = List.of(args).subList(1, args.length);
+      cases.removeIf(c -> want.stream().noneMatch(w -> c.label().startsWith(w)));
+    }
+    run(cases, outDir, System.out);
+  }
+}

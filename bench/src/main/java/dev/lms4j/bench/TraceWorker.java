@@ -1,0 +1,104 @@
+package dev.lms4j.bench;
+
+import dev.lms4j.tf.GraphDefs;
+import dev.lms4j.tf.Manifest;
+import dev.lms4j.tf.NativeSwap;
+import dev.lms4j.tf.ScratchTrace;
+import dev.lms4j.tf.SessionConfigs;
+import dev.lms4j.tf.run.SyntheticFeeds;
+import dev.lms4j.tf.run.WorkerProcess;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import org.tensorflow.Graph;
+import org.tensorflow.Result;
+import org.tensorflow.Session;
+import org.tensorflow.Tensor;
+import org.tensorflow.proto.RunOptions;
+
+/**
+ * Runs {@code init} and two training steps of a graph in a worker JVM (BFC allocator on, so the
+ * step statistics exist), traces step 2 ({@code FULL_TRACE}) and writes its
+ * {@link ScratchTrace}. Arguments: {@code graph.pb manifest.json out.tsv}.
+ */
+public final class TraceWorker {
+  private TraceWorker() {}
+
+  /**
+   * Traces one step of {@code graph} in a worker under {@code budgetMib} (the BFC allocator's
+   * limit; large for an unbudgeted trace).
+   *
+   * @return the trace
+   * @throws IOException when the worker fails (the message names why)
+   */
+  public static ScratchTrace trace(Path graph, Path manifest, long budgetMib) throws IOException {
+    Path out = Files.createTempFile("lms4j-trace", ".tsv");
+    try {
+      String[] why = {null};
+      WorkerProcess.Outcome o = WorkerProcess.run(TraceWorker.class.getName(),
+          List.of(graph.toString(), manifest.toString(), out.toString()), budgetMib,
+          Duration.ofMinutes(20), n -> why[0] = n.path("message").asText(null));
+      if (o.oom() || o.exitCode() != 0) {
+        throw new IOException("the traced run failed: " + (why[0] != null ? why[0]
+            : o.message()));
+      }
+      return ScratchTrace.read(out);
+    } finally {
+      Files.deleteIfExists(out);
+    }
+  }
+
+  /** The worker's entry point (started by {@link #trace}). */
+  public static void main(String[] args) throws Exception {
+    int code = 0;
+    try {
+      var gd = GraphDefs.read(Path.of(args[0]));
+      Manifest m = Manifest.read(Path.of(args[1]));
+      NativeSwap.ensureLoadedFor(gd);
+      try (Graph g = new Graph()) {
+        g.importGraphDef(gd);
+        try (Session s = new Session(g, SessionConfigs.lms())) {
+          if (m.init() != null) {
+            s.runner().addTarget(m.init()).run();
+          }
+          for (int step = 1; step <= 2; step++) {
+            List<Tensor> feeds = new ArrayList<>();
+            try {
+              Session.Runner r = s.runner();
+              for (int i = 0; i < m.feeds().size(); i++) {
+                Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, 42, step);
+                feeds.add(t);
+                r.feed(m.feeds().get(i).name(), t);
+              }
+              r.fetch(m.loss()).addTarget(m.trainOp());
+              if (step == 2) {
+                r.setOptions(RunOptions.newBuilder()
+                    .setTraceLevel(RunOptions.TraceLevel.FULL_TRACE).build());
+                try (Result res = r.runAndFetchMetadata()) {
+                  ScratchTrace.of(res.getMetadata().orElseThrow().getStepStats())
+                      .write(Path.of(args[2]));
+                }
+              } else {
+                r.run().close();
+              }
+            } finally {
+              feeds.forEach(Tensor::close);
+            }
+          }
+        }
+      }
+    } catch (Throwable e) {
+      String msg = String.valueOf(e.getMessage());
+      int nl = msg.indexOf('\n');
+      System.out.println(WorkerProcess.PREFIX + "{\"event\":\"error\",\"message\":"
+          + new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(
+              e.getClass().getSimpleName() + ": " + (nl < 0 ? msg : msg.substring(0, nl))) + "}");
+      code = 3;
+    }
+    System.out.flush();
+    System.exit(code);
+  }
+}

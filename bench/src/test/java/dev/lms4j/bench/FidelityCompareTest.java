@@ -1,0 +1,83 @@
+package dev.lms4j.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.tf.ScratchTrace;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.proto.AllocatorMemoryUsed;
+import org.tensorflow.proto.DeviceStepStats;
+import org.tensorflow.proto.NodeExecStats;
+import org.tensorflow.proto.StepStats;
+
+/** The per-op comparison of the fidelity tool, on a hand-made graph and trace. */
+class FidelityCompareTest {
+  private static final long MIB = 1L << 20;
+
+  private static NodeExecStats node(String name, long start, long inUse, long peak, long live) {
+    return NodeExecStats.newBuilder().setNodeName(name).setAllStartMicros(start)
+        .setTimelineLabel(name + " = Relu(x)")
+        .addMemory(AllocatorMemoryUsed.newBuilder().setAllocatorBytesInUse(inUse)
+            .setPeakBytes(peak).setLiveBytes(live)).build();
+  }
+
+  /**
+   * x (feed, 1 MiB) -> a, b (both read x, 2 MiB each) -> c = a + b (2 MiB). TensorFlow ran b
+   * before a (the levelled schedule runs a first); b held 5 MiB of scratch. Simulated in the
+   * traced order without scratch: b 1+2 = 3, a 3+2 = 5, c 5+2 = 7 MiB; with b's scratch b is
+   * at 8. Traced (bytes in use before + the op's high-water mark): b 0+7 = 7, a 2+2 = 4,
+   * c 4+2 = 6.
+   */
+  @Test
+  void comparesPerOpInTheTracedOrderAndSortsByTheGap() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(MIB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
+        .op("b", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
+        .op("c", "AddV2", OpCategory.FORWARD, List.of("a", "b"), Tensor.ofBytes(2 * MIB))
+        .build();
+    ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
+        .newBuilder().addNodeStats(node("b", 1, 2 * MIB, 7 * MIB, 2 * MIB))
+        .addNodeStats(node("a", 2, 4 * MIB, 2 * MIB, 2 * MIB))
+        .addNodeStats(node("c", 3, 2 * MIB, 2 * MIB, 2 * MIB))).build());
+    int[] order = Fidelity.tracedOrder(g, t);
+    assertThat(List.of(g.op(order[1]).name(), g.op(order[2]).name())).containsExactly("b", "a");
+    Fidelity.Comparison c = Fidelity.compare(g, t);
+    // the feed is resident: no row; the largest gap first (b: traced 7, estimated 3, as the
+    // estimate gives a Relu no scratch), then a and c (1 MiB each, by name)
+    assertThat(c.rows).extracting(Fidelity.Row::op).containsExactly("b", "a", "c");
+    Fidelity.Row b = c.rows.get(0);
+    assertThat(b.gap()).isEqualTo(4 * MIB);
+    assertThat(b.old()).isEqualTo(3 * MIB);
+    assertThat(b.measured()).isEqualTo(8 * MIB);
+    assertThat(b.traced()).isEqualTo(7 * MIB);
+    assertThat(b.scratch()).isEqualTo(5 * MIB);
+    assertThat(c.rows.get(2).gap()).isEqualTo(-MIB); // c: traced 6, simulated 7
+    assertThat(c.largestScratchOp).isEqualTo("b");
+    // levelled peaks: without scratch 7 MiB (at c), with b's 5 MiB: 1+2+2+5 = 10 at b
+    assertThat(c.peakOld).isEqualTo(7 * MIB);
+    assertThat(c.peakMeasured).isEqualTo(10 * MIB);
+    assertThat(c.table("g", 5)).contains("largest scratch 5.0 MiB (b)");
+  }
+
+  @Test
+  void markdownShowsErrorsAgainstTheRealMinimum() {
+    ObjectMapper json = new ObjectMapper();
+    ObjectNode root = json.createObjectNode().put("command", "c").put("machine", "m")
+        .put("wall_seconds", 60).put("steps_per_probe", 2).put("resolution", 0.03)
+        .put("plan_fractions", "[0.6]");
+    ObjectNode g = root.putArray("graphs").addObject().put("graph", "lenet b100")
+        .put("traced_peak_bytes", 90 * MIB).put("traced_peak_with_scratch_bytes", 95 * MIB)
+        .put("largest_traced_scratch_bytes", 21 * MIB);
+    g.putObject("no_lms").put("min_budget_mib", 100).put("predicted_old_bytes", 80 * MIB)
+        .put("predicted_new_bytes", 95 * MIB).put("predicted_measured_scratch_bytes", 102 * MIB);
+    String md = Fidelity.markdown(root);
+    assertThat(md).contains("| lenet b100 | no LMS | 100 MiB | 80.0 (-20%) | 95.0 (-5%) | "
+        + "102.0 (+2%) |");
+  }
+}
