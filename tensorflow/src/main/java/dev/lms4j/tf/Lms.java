@@ -67,8 +67,10 @@ public final class Lms {
   private final boolean swapOverlap;
   private final Path dumpDot;
   private SwapRewriter.Mechanism mechanism;
+  private final LmsBuilder source;
 
   Lms(LmsBuilder b) {
+    this.source = b.copy();
     this.budget = new Budget(b.budgetBytes, b.memRatio);
     this.params = b.params;
     this.backwardScope = b.backwardScope;
@@ -99,6 +101,17 @@ public final class Lms {
   /** A builder: no budget, TFLMS's default parameters (auto-tuned), host tier. */
   public static LmsBuilder builder() {
     return new LmsBuilder();
+  }
+
+  /**
+   * The same configuration planning at another memory ratio (the share of the budget a plan's
+   * simulated peak may use): how a probe that measured more than the plan predicted re-plans.
+   *
+   * @param memRatio the new ratio, in (0, 1]
+   * @return a new instance; this one is unchanged
+   */
+  public Lms withMemRatio(double memRatio) {
+    return source.copy().memRatio(memRatio).build();
   }
 
   /** The mode this instance plans in (the default resolved). */
