@@ -210,7 +210,8 @@ public final class Probe {
     LmsResult last = plan;
     for (int t = 1; t <= o.tries(); t++) {
       last = plan;
-      Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan", plan.planner(), ratio,
+      Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan",
+          plan.planner() == null ? "none" : plan.planner(), ratio,
           plan.predictedPeakAfter(), o);
       attempts.add(a);
       if (a.passed(budget)) {
@@ -266,11 +267,11 @@ public final class Probe {
         && failed.plan().scheduling() == null;
     Attempt u = null;
     if (!lastWasUnmodified) {
+      LmsResult r = unmodified(tg, failed != null ? failed.plan() : null);
       u = probe(tg, tg.graphDef(), attempts.size() + 1, "unmodified", "none", Double.NaN,
-          failed != null ? failed.plan().predictedPeakBefore() : -1, o);
+          r.predictedPeakBefore(), o);
       attempts.add(u);
       if (u.passed(budget)) {
-        LmsResult r = unmodified(tg, failed != null ? failed.plan() : null);
         return new Outcome(Verdict.UNMODIFIED, r, attempts, replans, -1, String.format(
             Locale.ROOT, "%s; the unmodified graph trains under %d MiB (traced peak %s): LMS "
                 + "is not necessary", refused != null ? "the planner refused the budget"
