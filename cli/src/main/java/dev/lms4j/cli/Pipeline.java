@@ -89,15 +89,16 @@ final class Pipeline {
               Probe.Options.of(budget, planner.budget().memRatio()));
           Reports.probe(report, po);
           printProbe(po, out);
-          if (!po.trains()) {
+          if (po.verdict() == Probe.Verdict.REFUSED) {
             report.error(po.message());
-            if (po.verdict() == Probe.Verdict.REFUSED) {
-              report.extra("smallest_budget").put("bytes", po.smallestBudgetBytes());
-              System.err.println("lms4j: does not fit: " + po.message());
-            } else {
-              System.err.println("lms4j: " + po.message());
-            }
+            report.extra("smallest_budget").put("bytes", po.smallestBudgetBytes());
+            System.err.println("lms4j: does not fit: " + po.message());
             return new Outcome(report, tg, null, null, 1);
+          }
+          if (po.verdict() == Probe.Verdict.FAILED) {
+            // not a memory verdict: the run below reports the graph's own error, if any
+            out.println("The probe could not decide (" + po.message() + "); training the plan "
+                + "unprobed");
           }
           lms = po.result();
         } else {

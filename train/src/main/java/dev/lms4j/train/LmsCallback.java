@@ -42,8 +42,9 @@ import org.tensorflow.proto.GraphDef;
  * smallest budget that could work, measured. The probe costs a JVM start and one step; it does
  * not touch the trainer's session, so the losses are those of a run without it. Turn it off with
  * {@link #withProbe(boolean) withProbe(false)}. It is skipped without a budget, and for graphs
- * with collective ops (a data-parallel worker's graph cannot run alone). What it found is in
- * {@link #probe()}.
+ * with collective ops (a data-parallel worker's graph cannot run alone). A probe that fails for
+ * another reason than memory (e.g. no worker JVM can start from this class path) is logged as a
+ * warning and the plan trains unprobed. What it found is in {@link #probe()}.
  *
  * <pre>{@code
  * LmsCallback lms = LmsCallback.of(88L << 20);                    // probe on
@@ -190,8 +191,8 @@ public final class LmsCallback implements Callback {
       if (probe.verdict() == Probe.Verdict.REFUSED) {
         throw new PlanningException(probe.message(), probe.smallestBudgetBytes());
       }
-      if (!probe.trains()) {
-        throw new IllegalStateException("LMS probe: " + probe.message());
+      if (probe.verdict() == Probe.Verdict.FAILED) {
+        LOG.warn("LMS probe could not decide ({}); training the plan unprobed", probe.message());
       }
       result = probe.result();
     } else {

@@ -108,7 +108,7 @@ class ProbeTest {
    * One 2048 x 2048 layer (weight and gradient 16 MiB each; traced peak without a limit ~49 MiB,
    * TensorFlow needs 50 MiB) at 20 MiB: the planner refuses, the unmodified graph runs out of
    * memory, so the budget is refused with a smallest budget measured by a traced run without a
-   * limit (at least its traced peak, so above 32 MiB).
+   * limit plus the allocation that failed (about 49 + 16 MiB), which a last probe confirms.
    */
   @Test
   void aBudgetNothingFitsIsRefusedWithAMeasuredSmallestBudget() {
@@ -126,6 +126,7 @@ class ProbeTest {
     assertThat(o.smallestBudgetBytes()).isGreaterThan(32 * MIB);
     assertThat(o.message()).startsWith("A budget of 20 MiB cannot work")
         .contains("smallest budget that could work is about").contains("measured")
+        .contains("checked: it trains at " + (o.smallestBudgetBytes() + MIB - 1) / MIB + " MiB")
         .doesNotContain("\n");
   }
 

@@ -41,7 +41,8 @@ import org.tensorflow.proto.RewriterConfig;
  *
  * <pre>{@code
  * Lms lms = Lms.builder().budget(88L << 20).build();
- * Probe.Outcome o = Probe.closeLoop(tg, lms::withMemRatio, Probe.Options.of(88L << 20, 0.8));
+ * Probe.Outcome o = Probe.closeLoop(tg, r -> lms.withMemRatio(r).rewrite(tg),
+ *     Probe.Options.of(88L << 20, lms.budget().memRatio()));
  * if (o.verdict() == Probe.Verdict.REFUSED) { ... o.message() names the smallest budget ... }
  * GraphDef toTrain = o.graphDef();
  * }</pre>
@@ -115,7 +116,10 @@ public final class Probe {
     UNMODIFIED,
     /** Nothing passed: the budget is refused, naming the smallest one that could work. */
     REFUSED,
-    /** A probe failed for another reason than memory (the message says which). */
+    /**
+     * A probe failed for another reason than memory (the message says which); the plan it
+     * probed is in the outcome, unverified (e.g. a worker JVM could not start here).
+     */
     FAILED
   }
 
@@ -148,8 +152,9 @@ public final class Probe {
    *
    * @param verdict             what was decided
    * @param result              the plan to train with (for {@link Verdict#UNMODIFIED}, the
-   *                            unmodified graph's model and prediction); null when refused or
-   *                            failed
+   *                            unmodified graph's model and prediction; for
+   *                            {@link Verdict#FAILED}, the plan whose probe failed); null when
+   *                            refused
    * @param attempts            every probe, in order
    * @param replans             plans made after the first because of a probe
    * @param smallestBudgetBytes for {@link Verdict#REFUSED}: the smallest budget that could work
@@ -162,7 +167,7 @@ public final class Probe {
       attempts = List.copyOf(attempts);
     }
 
-    /** The graph to train: the accepted plan's, or null when refused or failed. */
+    /** The graph to train: the accepted plan's, or null when refused. */
     public GraphDef graphDef() {
       return result == null ? null : result.graphDef();
     }
@@ -201,6 +206,13 @@ public final class Probe {
     try {
       plan = planner.plan(ratio);
     } catch (PlanningException refused) {
+      long weights = unmodified(tg, null).stats().parameterBytes();
+      if (budget < weights) {
+        // the variables alone do not fit: no graph of these weights can train, nothing to probe
+        return new Outcome(Verdict.REFUSED, null, attempts, 0, refused.smallestBudgetBytes(),
+            refused.getMessage() + " (Not probed: the variables alone, " + mib(weights)
+                + ", exceed the budget.)");
+      }
       LOG.info("[LMS][probe] The planner refuses {} MiB ({}); probing the unmodified graph",
           Budget.mib(budget), refused.getMessage());
       return unmodifiedOrRefuse(tg, o, attempts, 0, refused, null);
@@ -222,7 +234,7 @@ public final class Probe {
                 replans == 0 ? "" : " after " + replans + " re-plan" + (replans > 1 ? "s" : "")));
       }
       if (!a.fits() && !a.oom()) {
-        return new Outcome(Verdict.FAILED, null, attempts, replans, -1,
+        return new Outcome(Verdict.FAILED, plan, attempts, replans, -1,
             "the probe of the plan failed: " + a.error());
       }
       largestFailed = Math.max(largestFailed, a.failedAllocationBytes());
@@ -303,6 +315,16 @@ public final class Probe {
       how = "the planner's floor, above what was measured";
     }
     long needMib = Budget.mibUp(smallest);
+    if (free.fits() && needMib > Budget.mib(budget)) {
+      // check the estimate: the same graph, init and one step, at that budget
+      RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1, o.seed(),
+          true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+      how += check.fits() ? "; checked: it trains at " + needMib + " MiB"
+          : "; not confirmed: at " + needMib + " MiB it " + (check.oom()
+              ? "still ran out of memory, so it needs more" : "failed: " + check.error());
+      LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
+          check.fits() ? "trains" : "does not train");
+    }
     String why = refused != null
         ? "the planner refuses it and the unmodified graph ran out of memory"
         : String.format(Locale.ROOT, "%d plan%s and the unmodified graph ran out of memory in "
