@@ -104,14 +104,19 @@ public final class Lms {
   }
 
   /**
-   * The same configuration planning at another memory ratio (the share of the budget a plan's
-   * simulated peak may use): how a probe that measured more than the plan predicted re-plans.
+   * The same configuration planning for another budget or memory ratio (the share of the budget
+   * a plan's simulated peak may use): how a probe that measured more than the plan predicted
+   * re-plans ({@code dev.lms4j.tf.run.Probe}).
    *
-   * @param memRatio the new ratio, in (0, 1]
+   * @param b the budget and memory ratio to plan for
    * @return a new instance; this one is unchanged
    */
-  public Lms withMemRatio(double memRatio) {
-    return source.copy().memRatio(memRatio).build();
+  public Lms withBudget(Budget b) {
+    LmsBuilder c = source.copy().memRatio(b.memRatio());
+    if (b.isSet()) {
+      c.budget(b.bytes());
+    }
+    return c.build();
   }
 
   /** The mode this instance plans in (the default resolved). */

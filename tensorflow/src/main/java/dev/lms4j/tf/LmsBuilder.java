@@ -160,7 +160,7 @@ public final class LmsBuilder implements Cloneable {
     return this;
   }
 
-  /** A shallow copy (every field is an immutable value), for {@link Lms#withMemRatio}. */
+  /** A shallow copy (every field is an immutable value), for {@link Lms#withBudget}. */
   LmsBuilder copy() {
     try {
       return (LmsBuilder) super.clone();

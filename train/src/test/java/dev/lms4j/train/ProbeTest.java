@@ -48,9 +48,9 @@ class ProbeTest {
     Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
     double first = auto.budget().memRatio();
     List<Double> ratios = new ArrayList<>();
-    Probe.Outcome o = Probe.closeLoop(tg, r -> {
-      ratios.add(r);
-      return r == first ? off.rewrite(tg) : auto.withMemRatio(r).rewrite(tg);
+    Probe.Outcome o = Probe.closeLoop(tg, b -> {
+      ratios.add(b.memRatio());
+      return ratios.size() == 1 ? off.rewrite(tg) : auto.withBudget(b).rewrite(tg);
     }, Probe.Options.of(budget, first));
 
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REPLANNED);
@@ -87,7 +87,7 @@ class ProbeTest {
     Lms auto = Lms.builder().budget(budget).memRatio(0.45).mode(LmsMode.AUTO).build();
     assertThatThrownBy(() -> auto.rewrite(tg)).isInstanceOf(PlanningException.class);
 
-    Probe.Outcome o = Probe.closeLoop(tg, r -> auto.withMemRatio(r).rewrite(tg),
+    Probe.Outcome o = Probe.closeLoop(tg, b -> auto.withBudget(b).rewrite(tg),
         Probe.Options.of(budget, 0.45));
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.UNMODIFIED);
     assertThat(o.attempts()).singleElement().satisfies(a -> {
@@ -107,15 +107,16 @@ class ProbeTest {
   /**
    * One 2048 x 2048 layer (weight and gradient 16 MiB each; traced peak without a limit ~49 MiB,
    * TensorFlow needs 50 MiB) at 20 MiB: the planner refuses, the unmodified graph runs out of
-   * memory, so the budget is refused with a smallest budget measured by a traced run without a
-   * limit plus the allocation that failed (about 49 + 16 MiB), which a last probe confirms.
+   * memory, so the budget is refused with a smallest budget that a last probe confirms: the
+   * planner's estimate (42 MiB) when a plan for it trains, else a traced run without a limit
+   * plus the allocation that failed (about 49 + 16 MiB).
    */
   @Test
   void aBudgetNothingFitsIsRefusedWithAMeasuredSmallestBudget() {
     TrainingGraph tg = ProbeGraphs.wideDense();
     long budget = 20 * MIB;
     Lms auto = Lms.builder().budget(budget).build();
-    Probe.Outcome o = Probe.closeLoop(tg, r -> auto.withMemRatio(r).rewrite(tg),
+    Probe.Outcome o = Probe.closeLoop(tg, b -> auto.withBudget(b).rewrite(tg),
         Probe.Options.of(budget, auto.budget().memRatio()));
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
     assertThat(o.trains()).isFalse();
@@ -126,8 +127,8 @@ class ProbeTest {
     assertThat(o.smallestBudgetBytes()).isGreaterThan(32 * MIB);
     assertThat(o.message()).startsWith("A budget of 20 MiB cannot work")
         .contains("smallest budget that could work is about").contains("measured")
-        .contains("checked: it trains at " + (o.smallestBudgetBytes() + MIB - 1) / MIB + " MiB")
-        .doesNotContain("\n");
+        .contains("checked: ").doesNotContain("\n");
+    System.out.println("refusal: " + o.message());
   }
 
   /**

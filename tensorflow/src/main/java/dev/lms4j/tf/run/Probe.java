@@ -41,7 +41,7 @@ import org.tensorflow.proto.RewriterConfig;
  *
  * <pre>{@code
  * Lms lms = Lms.builder().budget(88L << 20).build();
- * Probe.Outcome o = Probe.closeLoop(tg, r -> lms.withMemRatio(r).rewrite(tg),
+ * Probe.Outcome o = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
  *     Probe.Options.of(88L << 20, lms.budget().memRatio()));
  * if (o.verdict() == Probe.Verdict.REFUSED) { ... o.message() names the smallest budget ... }
  * GraphDef toTrain = o.graphDef();
@@ -66,17 +66,17 @@ public final class Probe {
 
   private Probe() {}
 
-  /** Plans the graph at a memory ratio (the planning limit is budget x ratio). */
+  /** Plans the graph for a budget (its planning limit is bytes x memory ratio). */
   @FunctionalInterface
   public interface Planner {
     /**
      * Plans and rewrites.
      *
-     * @param memRatio the share of the budget the simulated peak may use
+     * @param budget the budget and the share of it the simulated peak may use
      * @return the plan and rewritten graph
      * @throws PlanningException when no plan fits that limit
      */
-    LmsResult plan(double memRatio);
+    LmsResult plan(Budget budget);
   }
 
   /**
@@ -193,7 +193,7 @@ public final class Probe {
    * budget, and re-plans with what the probe measured until one passes or the tries run out.
    *
    * @param tg      the unmodified training graph
-   * @param planner plans at a memory ratio (e.g. {@code lms::withMemRatio} then rewrite)
+   * @param planner plans for a budget (e.g. {@code b -> lms.withBudget(b).rewrite(tg)})
    * @param o       budget, first ratio, tries
    * @return the outcome; never throws for OOM, a refusal or a crashed probe
    * @throws UncheckedIOException when a worker cannot be started
@@ -204,7 +204,7 @@ public final class Probe {
     double ratio = o.memRatio();
     LmsResult plan;
     try {
-      plan = planner.plan(ratio);
+      plan = planner.plan(new Budget(budget, ratio));
     } catch (PlanningException refused) {
       long weights = unmodified(tg, null).stats().parameterBytes();
       if (budget < weights) {
@@ -215,7 +215,7 @@ public final class Probe {
       }
       LOG.info("[LMS][probe] The planner refuses {} MiB ({}); probing the unmodified graph",
           Budget.mib(budget), refused.getMessage());
-      return unmodifiedOrRefuse(tg, o, attempts, 0, refused, null);
+      return unmodifiedOrRefuse(tg, planner, o, attempts, 0, refused, null);
     }
     int replans = 0;
     long largestFailed = -1;
@@ -254,7 +254,7 @@ public final class Probe {
           mib(limit), String.format(Locale.ROOT, "%.3f", next), mib(missed));
       ratio = next;
       try {
-        plan = planner.plan(ratio);
+        plan = planner.plan(new Budget(budget, ratio));
         replans++;
       } catch (PlanningException refused) {
         LOG.info("[LMS][probe] The planner refuses a limit of {}: {}", mib(limit),
@@ -262,7 +262,8 @@ public final class Probe {
         break;
       }
     }
-    return unmodifiedOrRefuse(tg, o, attempts, replans, null, new Failed(last, largestFailed));
+    return unmodifiedOrRefuse(tg, planner, o, attempts, replans, null,
+        new Failed(last, largestFailed));
   }
 
   /** The last plan that failed its probe, and the largest allocation that failed. */
@@ -272,8 +273,8 @@ public final class Probe {
    * Probes the unmodified graph; trains it when it passes, else refuses with the smallest budget
    * that could work.
    */
-  private static Outcome unmodifiedOrRefuse(TrainingGraph tg, Options o, List<Attempt> attempts,
-      int replans, PlanningException refused, Failed failed) {
+  private static Outcome unmodifiedOrRefuse(TrainingGraph tg, Planner planner, Options o,
+      List<Attempt> attempts, int replans, PlanningException refused, Failed failed) {
     long budget = o.budgetBytes();
     boolean lastWasUnmodified = failed != null && !failed.plan().rewritten()
         && failed.plan().scheduling() == null;
@@ -310,12 +311,23 @@ public final class Probe {
       smallest = refused != null ? refused.smallestBudgetBytes() : -1;
       how = "the planner's estimate (the run without a limit failed: " + free.error() + ")";
     }
-    if (refused != null && refused.smallestBudgetBytes() > smallest) {
-      smallest = refused.smallestBudgetBytes();
-      how = "the planner's floor, above what was measured";
-    }
     long needMib = Budget.mibUp(smallest);
-    if (free.fits() && needMib > Budget.mib(budget)) {
+    boolean checked = false;
+    long estimate = refused != null ? Budget.mibUp(refused.smallestBudgetBytes()) : -1;
+    if (estimate > Budget.mib(budget) && (smallest < 0 || estimate < needMib)) {
+      // the planner's estimate is below what the unmodified graph needs: try a plan there
+      String tried = planAndProbe(tg, planner, o, estimate);
+      if (tried == null || smallest < 0) {
+        smallest = estimate << 20;
+        needMib = estimate;
+        how = "the planner's estimate" + (tried == null ? "; checked: a plan for " + estimate
+            + " MiB trains at it" : "; not confirmed: " + tried);
+        checked = true;
+      } else {
+        how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried;
+      }
+    }
+    if (!checked && free.fits() && needMib > Budget.mib(budget)) {
       // check the estimate: the same graph, init and one step, at that budget
       RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1, o.seed(),
           true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
@@ -334,6 +346,26 @@ public final class Probe {
         + "smallest budget that could work is about %d MiB (%s).", Budget.mib(budget), why,
         needMib, how);
     return new Outcome(Verdict.REFUSED, null, attempts, replans, smallest, message);
+  }
+
+  /**
+   * Plans for {@code mib} MiB at the first memory ratio and probes the plan there.
+   *
+   * @return null when it trains, else what happened
+   */
+  private static String planAndProbe(TrainingGraph tg, Planner planner, Options o, long mib) {
+    LmsResult p;
+    try {
+      p = planner.plan(new Budget(mib << 20, o.memRatio()));
+    } catch (PlanningException e) {
+      return "the planner refuses " + mib + " MiB too";
+    }
+    RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, 1, o.seed(), true,
+        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    LOG.info("[LMS][probe] A plan for the planner's estimate, {} MiB: {}", mib,
+        r.fits() ? "trains" : "does not train");
+    return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
+        : "failed: " + r.error());
   }
 
   /** Probes one graph: init and one traced step under the budget, in a worker JVM. */
