@@ -63,6 +63,8 @@ public final class Probe {
       "shape\\[([0-9,]*)\\] and type (\\w+)");
   /** The planning limit is lowered by at least this share of the budget on each re-plan. */
   private static final double MIN_STEP = 0.02;
+  /** Probes that check (and raise) a refusal's smallest budget, at most. */
+  private static final int CHECKS = 3;
 
   private Probe() {}
 
@@ -327,24 +329,45 @@ public final class Probe {
         how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried;
       }
     }
-    if (!checked && free.fits() && needMib > Budget.mib(budget)) {
-      // check the estimate: the same graph, init and one step, at that budget
-      RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1, o.seed(),
-          true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
-      how += check.fits() ? "; checked: it trains at " + needMib + " MiB"
-          : "; not confirmed: at " + needMib + " MiB it " + (check.oom()
-              ? "still ran out of memory, so it needs more" : "failed: " + check.error());
-      LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
-          check.fits() ? "trains" : "does not train");
+    if (!checked && free.fits()) {
+      // the budget itself did not work: the smallest one that could is above it
+      needMib = Math.max(needMib, Budget.mib(budget) + 1);
+      // check the estimate (the same graph, init and one step, at that budget); when it runs out
+      // of memory, raise it by the failed allocation (at least 1/8) and check again, 3 checks
+      List<Long> failedAt = new ArrayList<>();
+      String note = null;
+      for (int k = 0; k < CHECKS && note == null; k++) {
+        RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1,
+            o.seed(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+        LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
+            check.fits() ? "trains" : "does not train");
+        if (check.fits()) {
+          note = "checked: it trains at " + needMib + " MiB" + (failedAt.isEmpty() ? ""
+              : " (" + failedAt + " MiB ran out of memory)");
+        } else if (!check.oom()) {
+          note = "not confirmed: at " + needMib + " MiB it failed: " + check.error();
+        } else if (k == CHECKS - 1) {
+          note = "not confirmed: at " + needMib + " MiB it still ran out of memory, so it "
+              + "needs more";
+        } else {
+          failedAt.add(needMib);
+          long more = Math.max(failedAllocation(check.error()), (needMib << 20) / 8);
+          needMib = Budget.mibUp((needMib << 20) + more);
+        }
+      }
+      smallest = needMib << 20;
+      how += "; " + note;
     }
     String why = refused != null
         ? "the planner refuses it and the unmodified graph ran out of memory"
         : String.format(Locale.ROOT, "%d plan%s and the unmodified graph ran out of memory in "
             + "their probes", attempts.size() - (u == null ? 0 : 1),
             attempts.size() - (u == null ? 0 : 1) == 1 ? "" : "s");
-    String message = String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; the "
-        + "smallest budget that could work is about %d MiB (%s).", Budget.mib(budget), why,
-        needMib, how);
+    String message = smallest > 0
+        ? String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; the smallest budget "
+            + "that could work is about %d MiB (%s).", Budget.mib(budget), why, needMib, how)
+        : String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; no smallest budget "
+            + "could be measured (%s).", Budget.mib(budget), why, how);
     return new Outcome(Verdict.REFUSED, null, attempts, replans, smallest, message);
   }
 
