@@ -11,7 +11,8 @@ import picocli.CommandLine.Option;
 /** {@code lms4j analyze}: plan without running. */
 @Command(name = "analyze", mixinStandardHelpOptions = true,
     description = "Plan LMS for a zoo model or an exported graph and report the predicted "
-        + "peaks and the plan, without running anything.")
+        + "peaks and the plan, without running anything: a static analysis, so no probe runs "
+        + "(train and run probe a plan's first step under the budget before training on).")
 final class AnalyzeCommand implements Callable<Integer> {
   @Mixin ModelArgs modelArgs;
   @Option(names = "--graph", paramLabel = "FILE.pb") Path graph;

@@ -19,6 +19,7 @@ import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.Probe;
 import dev.lms4j.tf.run.RunResult;
 import dev.lms4j.tf.run.StepRecord;
 import java.io.IOException;
@@ -40,6 +41,17 @@ final class Pipeline {
    */
   static Outcome execute(String name, TrainingGraph tg, LmsOptions o, int steps, PrintStream out)
       throws IOException {
+    return execute(name, tg, o, steps, true, out);
+  }
+
+  /**
+   * As {@link #execute(String, TrainingGraph, LmsOptions, int, PrintStream)}; with {@code probe}
+   * (and a budget, an LMS mode and steps to run) the plan's first step is probed under the budget
+   * before training ({@link Probe}): re-planned when it runs out of memory, the unmodified graph
+   * trained where the planner refuses but TensorFlow fits.
+   */
+  static Outcome execute(String name, TrainingGraph tg, LmsOptions o, int steps, boolean probe,
+      PrintStream out) throws IOException {
     int batch = (int) tg.manifest().batchSize();
     o.validate(batch);
     LmsMode mode = o.mode();
@@ -71,13 +83,33 @@ final class Pipeline {
         if (budget > 0) {
           b.budget(budget);
         }
-        try {
-          lms = b.build().rewrite(tg);
-        } catch (PlanningException e) {
-          report.error(e.getMessage());
-          report.extra("smallest_budget").put("bytes", e.smallestBudgetBytes());
-          System.err.println("lms4j: does not fit: " + e.getMessage());
-          return new Outcome(report, tg, null, null, 1);
+        Lms planner = b.build();
+        if (probe && steps > 0 && budget > 0) {
+          Probe.Outcome po = Probe.closeLoop(tg, bu -> planner.withBudget(bu).rewrite(tg),
+              Probe.Options.of(budget, planner.budget().memRatio()));
+          Reports.probe(report, po);
+          printProbe(po, out);
+          if (po.verdict() == Probe.Verdict.REFUSED) {
+            report.error(po.message());
+            report.extra("smallest_budget").put("bytes", po.smallestBudgetBytes());
+            System.err.println("lms4j: does not fit: " + po.message());
+            return new Outcome(report, tg, null, null, 1);
+          }
+          if (po.verdict() == Probe.Verdict.FAILED) {
+            // not a memory verdict: the run below reports the graph's own error, if any
+            out.println("The probe could not decide (" + po.message() + "); training the plan "
+                + "unprobed");
+          }
+          lms = po.result();
+        } else {
+          try {
+            lms = planner.rewrite(tg);
+          } catch (PlanningException e) {
+            report.error(e.getMessage());
+            report.extra("smallest_budget").put("bytes", e.smallestBudgetBytes());
+            System.err.println("lms4j: does not fit: " + e.getMessage());
+            return new Outcome(report, tg, null, null, 1);
+          }
         }
         toRun = new TrainingGraph(lms.graphDef(), tg.manifest());
       }
@@ -120,6 +152,23 @@ final class Pipeline {
       if (tmpSwap != null) {
         deleteTree(tmpSwap);
       }
+    }
+  }
+
+  /** One line per probe, then the verdict. */
+  static void printProbe(Probe.Outcome po, PrintStream out) {
+    for (Probe.Attempt a : po.attempts()) {
+      out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%n", a.number(),
+          a.graph().equals("plan") ? a.planner() + " plan at memory ratio "
+              + String.format(Locale.ROOT, "%.3f", a.memRatio()) : "unmodified graph",
+          a.predictedPeakBytes() < 0 ? "unknown" : Sizes.mib(a.predictedPeakBytes()),
+          a.fits() ? "measured peak " + Sizes.mib(a.measuredPeakBytes())
+              : a.oom() ? "ran out of memory" + (a.failedAllocationBytes() > 0
+                  ? " allocating " + Sizes.mib(a.failedAllocationBytes()) : "")
+              : "failed");
+    }
+    if (po.trains()) {
+      out.println("Probe: " + po.message());
     }
   }
 

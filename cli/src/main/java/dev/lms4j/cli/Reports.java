@@ -51,6 +51,36 @@ final class Reports {
     }
   }
 
+  /**
+   * The probe's section: the verdict, the re-plans, and each try with its graph, planner,
+   * memory ratio, predicted peak and what was measured.
+   */
+  static void probe(Report r, dev.lms4j.tf.run.Probe.Outcome po) {
+    ObjectNode p = r.extra("probe");
+    p.put("verdict", po.verdict().name().toLowerCase(java.util.Locale.ROOT))
+        .put("tries", po.attempts().size()).put("replans", po.replans())
+        .put("message", po.message());
+    if (po.smallestBudgetBytes() > 0) {
+      p.put("smallest_budget_bytes", po.smallestBudgetBytes());
+    }
+    var arr = p.putArray("attempts");
+    for (var a : po.attempts()) {
+      ObjectNode n = arr.addObject().put("try", a.number()).put("graph", a.graph())
+          .put("planner", a.planner());
+      if (!Double.isNaN(a.memRatio())) {
+        n.put("mem_ratio", a.memRatio());
+      }
+      n.put("predicted_peak_bytes", a.predictedPeakBytes()).put("fits", a.fits())
+          .put("oom", a.oom()).put("measured_peak_bytes", a.measuredPeakBytes());
+      if (a.failedAllocationBytes() > 0) {
+        n.put("failed_allocation_bytes", a.failedAllocationBytes());
+      }
+      if (a.error() != null) {
+        n.put("error", a.error());
+      }
+    }
+  }
+
   /** Writes the report when a file was asked for. */
   static void write(Report r, Path file) throws IOException {
     if (file != null) {

@@ -21,6 +21,10 @@ final class RunCommand implements Callable<Integer> {
   @Option(names = "--steps", defaultValue = "5") int steps;
   @Option(names = "--report", paramLabel = "FILE.json") Path report;
   @Mixin PlotOption plot;
+  @Option(names = "--no-probe", description = "Train the plan as it is: skip the probe (the "
+      + "plan's first step run under the budget before training, re-planned when it runs out "
+      + "of memory).")
+  boolean noProbe;
 
   @Override
   public Integer call() throws Exception {
@@ -30,7 +34,7 @@ final class RunCommand implements Callable<Integer> {
     plot.check();
     Reports.checkWritable(report);
     TrainingGraph tg = modelArgs.buildOrLoad(graph, manifest);
-    Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, steps,
+    Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, steps, !noProbe,
         System.out);
     Reports.write(o.report(), report);
     plot.write(modelArgs.label(graph), tg, o, lms, System.out);

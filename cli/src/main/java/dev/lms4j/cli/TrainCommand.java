@@ -73,6 +73,11 @@ final class TrainCommand implements Callable<Integer> {
 
   @Option(names = "--in-worker", hidden = true) boolean inWorker;
 
+  @Option(names = "--no-probe", description = "Train the plan as it is: skip the probe (the "
+      + "plan's first step run under the budget before training, re-planned when it runs out "
+      + "of memory, the unmodified graph tried where the planner refuses).")
+  boolean noProbe;
+
   @Option(names = "--workers", paramLabel = "N", description = "Data-parallel training with N "
       + "local worker processes on 127.0.0.1 (TensorFlow's gRPC runtime, gradients all-reduced "
       + "in the graph); --batch is per worker, the global batch is N x --batch; --budget and "
@@ -128,7 +133,7 @@ final class TrainCommand implements Callable<Integer> {
       }
       Reports.checkWritable(report);
       TrainingGraph tg = modelArgs.build();
-      Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, n,
+      Pipeline.Outcome o = Pipeline.execute(modelArgs.model, tg, lms, n, !noProbe,
           new java.io.PrintStream(System.out, true));
       Reports.write(o.report(), report);
       plot.write(modelArgs.model, tg, o, lms, System.out);
@@ -164,7 +169,7 @@ final class TrainCommand implements Callable<Integer> {
         lms.mode().cliName());
     int code = TrainerRun.run(modelArgs.model, tg, d, lms, e, checkpointDir == null ? null
         : checkpointBackend, checkpointDir, checkpointEvery, checkpointUnit.equals("epochs"),
-        resume, r, System.out);
+        resume, !noProbe, r, System.out);
     Reports.write(r, report);
     if (plot.plot != null) {
       // the trainer measures no peak (no traced step): the plan's prediction alone

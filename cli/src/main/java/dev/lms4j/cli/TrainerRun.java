@@ -57,13 +57,13 @@ final class TrainerRun {
    */
   static int run(String name, TrainingGraph tg, Data data, LmsOptions o, int epochs,
       String ckptBackend, Path ckptDir, int ckptEvery, boolean perEpoch, boolean resume,
-      Report report, PrintStream out) throws Exception {
+      boolean probe, Report report, PrintStream out) throws Exception {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     List<Callback> callbacks = new ArrayList<>();
     LmsCallback lmsCallback = null;
     if (mode != LmsMode.OFF) {
-      lmsCallback = new LmsCallback(o.lms((int) tg.manifest().batchSize()));
+      lmsCallback = new LmsCallback(o.lms((int) tg.manifest().batchSize())).withProbe(probe);
       callbacks.add(lmsCallback);
     }
     callbacks.add(new ProgressCallback(out, false));
@@ -89,6 +89,9 @@ final class TrainerRun {
           return 0;
         }
       } catch (PlanningException e) {
+        if (lmsCallback != null) {
+          lmsCallback.probe().ifPresent(po -> Reports.probe(report, po));
+        }
         report.error(e.getMessage());
         System.err.println("lms4j: does not fit: " + e.getMessage());
         return Main.FAILED;
@@ -106,6 +109,7 @@ final class TrainerRun {
       Logs test = t.evaluate(data.test());
       if (lmsCallback != null) {
         Reports.lms(report, lmsCallback.resultOrThrow(), null);
+        lmsCallback.probe().ifPresent(po -> Reports.probe(report, po));
       }
       int first = t.epochsCompleted() - history.size() + 1;
       int[] no = new int[history.size()];

@@ -356,6 +356,13 @@ class CliTest {
     assertThat(r.get("budget_bytes").asLong()).isEqualTo(88L << 20);
     assertThat(r.get("plan").get("swap_outs").asInt()).isEqualTo(2);
     assertThat(r.get("measured").get("fits").asBoolean()).isTrue();
+    // the trainer's LMS callback probed the plan in its own budgeted worker before training
+    JsonNode probe = r.get("probe");
+    assertThat(probe.get("verdict").asText()).isEqualTo("accepted");
+    assertThat(probe.get("attempts").get(0).get("measured_peak_bytes").asLong()).isPositive()
+        .isLessThanOrEqualTo(88L << 20);
+    assertThat(probe.get("attempts").get(0).get("predicted_peak_bytes").asLong())
+        .isEqualTo(r.get("predicted_peak_bytes").get("after").asLong());
     assertThat(r.get("measured").get("steps").get(0).get("loss").asDouble())
         .isEqualTo(f.get("measured").get("steps").get(0).get("loss").asDouble());
     assertThat(run(concat(common, "--budget", "88MiB", "--lms", "off"))).isEqualTo(1);

@@ -67,8 +67,10 @@ public final class Lms {
   private final boolean swapOverlap;
   private final Path dumpDot;
   private SwapRewriter.Mechanism mechanism;
+  private final LmsBuilder source;
 
   Lms(LmsBuilder b) {
+    this.source = b.copy();
     this.budget = new Budget(b.budgetBytes, b.memRatio);
     this.params = b.params;
     this.backwardScope = b.backwardScope;
@@ -99,6 +101,22 @@ public final class Lms {
   /** A builder: no budget, TFLMS's default parameters (auto-tuned), host tier. */
   public static LmsBuilder builder() {
     return new LmsBuilder();
+  }
+
+  /**
+   * The same configuration planning for another budget or memory ratio (the share of the budget
+   * a plan's simulated peak may use): how a probe that measured more than the plan predicted
+   * re-plans ({@code dev.lms4j.tf.run.Probe}).
+   *
+   * @param b the budget and memory ratio to plan for
+   * @return a new instance; this one is unchanged
+   */
+  public Lms withBudget(Budget b) {
+    LmsBuilder c = source.copy().memRatio(b.memRatio());
+    if (b.isSet()) {
+      c.budget(b.bytes());
+    }
+    return c.build();
   }
 
   /** The mode this instance plans in (the default resolved). */

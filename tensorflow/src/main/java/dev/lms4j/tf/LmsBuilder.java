@@ -18,7 +18,7 @@ import java.util.Set;
  * Lms lms = Lms.builder().budget(512L << 20).mode(LmsMode.SWAP).swapPath(SwapPath.NATIVE).build();
  * }</pre>
  */
-public final class LmsBuilder {
+public final class LmsBuilder implements Cloneable {
   long budgetBytes;
   SwapParams params = SwapParams.defaults();
   double memRatio = Budget.DEFAULT_MEM_RATIO;
@@ -158,6 +158,15 @@ public final class LmsBuilder {
   public LmsBuilder swapDir(Path dir) {
     this.swapDir = dir;
     return this;
+  }
+
+  /** A shallow copy (every field is an immutable value), for {@link Lms#withBudget}. */
+  LmsBuilder copy() {
+    try {
+      return (LmsBuilder) super.clone();
+    } catch (CloneNotSupportedException e) {
+      throw new AssertionError(e);
+    }
   }
 
   /** The configured instance. */

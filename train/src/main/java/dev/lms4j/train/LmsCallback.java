@@ -1,11 +1,13 @@
 package dev.lms4j.train;
 
 import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.Manifest;
 import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.Probe;
 import java.util.Objects;
 import java.util.Optional;
 import org.slf4j.Logger;
@@ -29,10 +31,30 @@ import org.tensorflow.proto.GraphDef;
  * false). A budget no plan can meet makes {@code fit} throw
  * {@link dev.lms4j.core.plan.PlanningException}, naming the smallest budget that could work.
  *
+ * <p><b>The probe.</b> With a budget, the callback does not trust the plan's prediction alone:
+ * in {@link #beforeSession} it runs the plan's first step (the init op and one traced step, on
+ * synthetic feeds of the manifest's shapes) as a probe in a worker JVM whose TensorFlow
+ * allocator is limited to the budget ({@link Probe}). When the probe runs out of memory, the
+ * graph is planned again with what was measured (up to three plans, each logged at INFO with its
+ * predicted and measured peaks); when the planner refuses the budget, or no plan passes, the
+ * unmodified graph is probed and trained where it fits ("LMS is not necessary"). A budget nothing
+ * passes at makes {@code fit} throw {@link dev.lms4j.core.plan.PlanningException} naming the
+ * smallest budget that could work, measured. The probe costs a JVM start and one step; it does
+ * not touch the trainer's session, so the losses are those of a run without it. Turn it off with
+ * {@link #withProbe(boolean) withProbe(false)}. It is skipped without a budget, and for graphs
+ * with collective ops (a data-parallel worker's graph cannot run alone). A probe that fails for
+ * another reason than memory (e.g. no worker JVM can start from this class path) is logged as a
+ * warning and the plan trains unprobed. What it found is in {@link #probe()}.
+ *
+ * <pre>{@code
+ * LmsCallback lms = LmsCallback.of(88L << 20);                    // probe on
+ * LmsCallback trusting = LmsCallback.of(88L << 20).withProbe(false);
+ * }</pre>
+ *
  * <p>The session must keep the swap-ins' control edges: the trainer's default session config
  * ({@link dev.lms4j.tf.SessionConfigs#lms()}) does. The budget is what the planner aims at; a
  * hard limit on TensorFlow's allocator is set with {@code TF_CPU_ALLOCATOR_USE_BFC=true} and
- * {@code TF_CPU_BFC_MEM_LIMIT_IN_MB} before the JVM starts.
+ * {@code TF_CPU_BFC_MEM_LIMIT_IN_MB} before the JVM starts (the probe sets its own worker's).
  */
 public final class LmsCallback implements Callback {
 
@@ -43,6 +65,8 @@ public final class LmsCallback implements Callback {
   private final SwapParams params;
   private final LmsMode mode;
   private LmsResult result;
+  private boolean probing = true;
+  private Probe.Outcome probe;
 
   /**
    * Applies the given, fully configured instance.
@@ -104,6 +128,27 @@ public final class LmsCallback implements Callback {
   }
 
   /**
+   * Turns the probe on (the default) or off.
+   *
+   * @param on false to train the first plan without probing it
+   * @return this callback
+   */
+  public LmsCallback withProbe(boolean on) {
+    this.probing = on;
+    return this;
+  }
+
+  /**
+   * What the probe found: its tries (predicted and measured peaks), re-plans and verdict.
+   *
+   * @return the outcome, or empty when no probe ran (turned off, no budget, collective ops, or
+   *         no session started yet)
+   */
+  public Optional<Probe.Outcome> probe() {
+    return Optional.ofNullable(probe);
+  }
+
+  /**
    * What LMS did, once the session has started.
    *
    * @return the result, or empty when no session was started with this callback yet
@@ -135,7 +180,27 @@ public final class LmsCallback implements Callback {
    */
   @Override
   public GraphDef beforeSession(GraphDef graphDef, Manifest manifest) {
-    result = instance(manifest).rewrite(new TrainingGraph(graphDef, manifest));
+    Lms lms = instance(manifest);
+    TrainingGraph tg = new TrainingGraph(graphDef, manifest);
+    long budget = lms.budget().bytes();
+    if (probing && budget > 0 && lms.mode() != LmsMode.OFF && Probe.canRunAlone(graphDef)) {
+      probe = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
+          Probe.Options.of(budget, lms.budget().memRatio()));
+      LOG.info("LMS probe: {} ({} tries, {} re-plans): {}", probe.verdict(),
+          probe.attempts().size(), probe.replans(), probe.message());
+      if (probe.verdict() == Probe.Verdict.REFUSED) {
+        throw new PlanningException(probe.message(), probe.smallestBudgetBytes());
+      }
+      if (probe.verdict() == Probe.Verdict.FAILED) {
+        LOG.warn("LMS probe could not decide ({}); training the plan unprobed", probe.message());
+      }
+      result = probe.result();
+    } else {
+      if (probing && budget > 0 && !Probe.canRunAlone(graphDef)) {
+        LOG.info("LMS: no probe (the graph has collective ops, which cannot run alone)");
+      }
+      result = lms.rewrite(tg);
+    }
     if (result.rewritten()) {
       LOG.info("LMS ({}): {} ops recomputed, {} swap-outs, {} swap-ins; predicted peak {} MiB "
           + "-> {} MiB", result.memoryPlan().planner(), result.recompute().clonedOps(),

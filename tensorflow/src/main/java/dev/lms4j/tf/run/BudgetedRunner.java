@@ -46,6 +46,11 @@ public final class BudgetedRunner {
           Duration.ofMinutes(15));
     }
 
+    /** The same options with another timeout. */
+    public Options withTimeout(Duration t) {
+      return new Options(budgetBytes, steps, seed, deterministic, memOpt, t);
+    }
+
     /** The budget in whole MiB as the environment variable takes it. */
     public long budgetMib() {
       return budgetBytes <= 0 ? UNBUDGETED_MIB : Math.max(1, budgetBytes >> 20);

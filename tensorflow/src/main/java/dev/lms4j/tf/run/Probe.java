@@ -1,0 +1,489 @@
+package dev.lms4j.tf.run;
+
+import dev.lms4j.core.plan.Budget;
+import dev.lms4j.core.plan.MemoryPlan;
+import dev.lms4j.core.plan.PlanningContext;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.SwapAutoTuner;
+import dev.lms4j.core.plan.SwapParams;
+import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.plan.TensorPolicy;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.GraphStats;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.TrainingGraph;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Objects;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.RewriterConfig;
+
+/**
+ * Closes the loop between a plan and the real allocator: before training goes on, the accepted
+ * plan's first step (the init op and one traced step) runs as a probe in a worker JVM whose
+ * TensorFlow allocator is limited to the budget ({@link BudgetedRunner}). When the probe runs out
+ * of memory (or its traced peak exceeds the budget), the graph is planned again at a lower
+ * planning limit, lowered by what was measured (the size of the allocation that failed, parsed
+ * from the allocator's message, or the measured overshoot), at most {@link Options#tries()}
+ * times, each try logged at INFO with its predicted and measured peaks. When the planner refuses
+ * the budget, or no plan passes, the unmodified graph is probed before giving up: where it trains
+ * at the budget, it trains ("LMS is not necessary"), so lms4j never refuses a budget at which
+ * plain TensorFlow trains.
+ *
+ * <pre>{@code
+ * Lms lms = Lms.builder().budget(88L << 20).build();
+ * Probe.Outcome o = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
+ *     Probe.Options.of(88L << 20, lms.budget().memRatio()));
+ * if (o.verdict() == Probe.Verdict.REFUSED) { ... o.message() names the smallest budget ... }
+ * GraphDef toTrain = o.graphDef();
+ * }</pre>
+ *
+ * <p>The probe runs in a process of its own rather than in a throwaway session of the training
+ * process: an OOM inside a oneDNN convolution can crash the JVM instead of throwing, a failed
+ * allocation first waits about 10 s for memory (the supervising {@link WorkerProcess} stops the
+ * worker as soon as the allocator reports it), and the BFC pool of the training process keeps no
+ * trace of the probe. The training's math is untouched: the probe's session, variables and
+ * feeds live and die in the probe's process.
+ */
+public final class Probe {
+  private static final Logger LOG = LoggerFactory.getLogger(Probe.class);
+  private static final Pattern ROUNDED = Pattern.compile("rounded to (\\d+)");
+  private static final Pattern ALLOCATE = Pattern.compile(
+      "allocate ([0-9.]+)\\s*(B|KiB|MiB|GiB)");
+  private static final Pattern SHAPE = Pattern.compile(
+      "shape\\[([0-9,]*)\\] and type (\\w+)");
+  /** The planning limit is lowered by at least this share of the budget on each re-plan. */
+  private static final double MIN_STEP = 0.02;
+  /** Probes that check (and raise) a refusal's smallest budget, at most. */
+  private static final int CHECKS = 3;
+
+  private Probe() {}
+
+  /** Plans the graph for a budget (its planning limit is bytes x memory ratio). */
+  @FunctionalInterface
+  public interface Planner {
+    /**
+     * Plans and rewrites.
+     *
+     * @param budget the budget and the share of it the simulated peak may use
+     * @return the plan and rewritten graph
+     * @throws PlanningException when no plan fits that limit
+     */
+    LmsResult plan(Budget budget);
+  }
+
+  /**
+   * How to probe.
+   *
+   * @param budgetBytes the budget the worker's allocator is limited to (whole MiB are used)
+   * @param memRatio    the memory ratio of the first plan
+   * @param tries       probes of plans at most (each re-plan is one more)
+   * @param seed        seed of the synthetic feeds
+   * @param timeout     how long one probe may take
+   */
+  public record Options(long budgetBytes, double memRatio, int tries, long seed,
+      Duration timeout) {
+    public Options {
+      if (budgetBytes <= 0) {
+        throw new IllegalArgumentException("a probe needs a budget");
+      }
+      if (tries < 1) {
+        throw new IllegalArgumentException("a probe needs at least one try");
+      }
+      Objects.requireNonNull(timeout, "timeout");
+    }
+
+    /** Three tries, seed 42, 15 minutes per probe. */
+    public static Options of(long budgetBytes, double memRatio) {
+      return new Options(budgetBytes, memRatio, 3, 42, Duration.ofMinutes(15));
+    }
+  }
+
+  /** What the probing decided. */
+  public enum Verdict {
+    /** The first plan passed its probe. */
+    ACCEPTED,
+    /** A later plan, planned with what an earlier probe measured, passed. */
+    REPLANNED,
+    /** No plan (or the planner's refusal), but the unmodified graph trains at the budget. */
+    UNMODIFIED,
+    /** Nothing passed: the budget is refused, naming the smallest one that could work. */
+    REFUSED,
+    /**
+     * A probe failed for another reason than memory (the message says which); the plan it
+     * probed is in the outcome, unverified (e.g. a worker JVM could not start here).
+     */
+    FAILED
+  }
+
+  /**
+   * One probe.
+   *
+   * @param number              1-based
+   * @param graph               {@code plan} or {@code unmodified}
+   * @param planner             the plan's planner ({@code none} for the unmodified graph)
+   * @param memRatio            the memory ratio the plan was made at (NaN: unmodified)
+   * @param predictedPeakBytes  the plan's simulated peak
+   * @param fits                init and the step ran under the budget
+   * @param oom                 the probe ran out of memory
+   * @param measuredPeakBytes   the traced step's highest {@code allocator_bytes_in_use} (-1
+   *                            when it did not run)
+   * @param failedAllocationBytes the size of the allocation that failed (-1 when unknown)
+   * @param error               what went wrong, or null
+   */
+  public record Attempt(int number, String graph, String planner, double memRatio,
+      long predictedPeakBytes, boolean fits, boolean oom, long measuredPeakBytes,
+      long failedAllocationBytes, String error) {
+    /** True when the step ran and its traced peak is within {@code budgetBytes}. */
+    public boolean passed(long budgetBytes) {
+      return fits && measuredPeakBytes <= budgetBytes;
+    }
+  }
+
+  /**
+   * The result of {@link #closeLoop}.
+   *
+   * @param verdict             what was decided
+   * @param result              the plan to train with (for {@link Verdict#UNMODIFIED}, the
+   *                            unmodified graph's model and prediction; for
+   *                            {@link Verdict#FAILED}, the plan whose probe failed); null when
+   *                            refused
+   * @param attempts            every probe, in order
+   * @param replans             plans made after the first because of a probe
+   * @param smallestBudgetBytes for {@link Verdict#REFUSED}: the smallest budget that could work
+   *                            (else -1)
+   * @param message             one plain line: why it was refused, or what happened
+   */
+  public record Outcome(Verdict verdict, LmsResult result, List<Attempt> attempts, int replans,
+      long smallestBudgetBytes, String message) {
+    public Outcome {
+      attempts = List.copyOf(attempts);
+    }
+
+    /** The graph to train: the accepted plan's, or null when refused. */
+    public GraphDef graphDef() {
+      return result == null ? null : result.graphDef();
+    }
+
+    /** True when training may go on. */
+    public boolean trains() {
+      return verdict == Verdict.ACCEPTED || verdict == Verdict.REPLANNED
+          || verdict == Verdict.UNMODIFIED;
+    }
+  }
+
+  /**
+   * True when a graph can run alone in a probe worker: not a data-parallel worker's graph, whose
+   * collective ops wait for peers that a probe does not have.
+   */
+  public static boolean canRunAlone(GraphDef gd) {
+    return gd.getNodeList().stream().noneMatch(n -> n.getOp().startsWith("Collective")
+        || n.getOp().startsWith("Nccl"));
+  }
+
+  /**
+   * Plans {@code tg} with {@code planner} at {@code o.memRatio()}, probes the plan under the
+   * budget, and re-plans with what the probe measured until one passes or the tries run out.
+   *
+   * @param tg      the unmodified training graph
+   * @param planner plans for a budget (e.g. {@code b -> lms.withBudget(b).rewrite(tg)})
+   * @param o       budget, first ratio, tries
+   * @return the outcome; never throws for OOM, a refusal or a crashed probe
+   * @throws UncheckedIOException when a worker cannot be started
+   */
+  public static Outcome closeLoop(TrainingGraph tg, Planner planner, Options o) {
+    List<Attempt> attempts = new ArrayList<>();
+    long budget = o.budgetBytes();
+    double ratio = o.memRatio();
+    LmsResult plan;
+    try {
+      plan = planner.plan(new Budget(budget, ratio));
+    } catch (PlanningException refused) {
+      long weights = unmodified(tg, null).stats().parameterBytes();
+      if (budget < weights) {
+        // the variables alone do not fit: no graph of these weights can train, nothing to probe
+        return new Outcome(Verdict.REFUSED, null, attempts, 0, refused.smallestBudgetBytes(),
+            refused.getMessage() + " (Not probed: the variables alone, " + mib(weights)
+                + ", exceed the budget.)");
+      }
+      LOG.info("[LMS][probe] The planner refuses {} MiB ({}); probing the unmodified graph",
+          Budget.mib(budget), refused.getMessage());
+      return unmodifiedOrRefuse(tg, planner, o, attempts, 0, refused, null);
+    }
+    int replans = 0;
+    long largestFailed = -1;
+    LmsResult last = plan;
+    for (int t = 1; t <= o.tries(); t++) {
+      last = plan;
+      Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan",
+          plan.planner() == null ? "none" : plan.planner(), ratio,
+          plan.predictedPeakAfter(), o);
+      attempts.add(a);
+      if (a.passed(budget)) {
+        return new Outcome(replans == 0 ? Verdict.ACCEPTED : Verdict.REPLANNED, plan, attempts,
+            replans, -1, String.format(Locale.ROOT, "the plan (predicted peak %s) ran under %d "
+                + "MiB with a traced peak of %s%s", mib(a.predictedPeakBytes()),
+                Budget.mib(budget), mib(a.measuredPeakBytes()),
+                replans == 0 ? "" : " after " + replans + " re-plan" + (replans > 1 ? "s" : "")));
+      }
+      if (!a.fits() && !a.oom()) {
+        return new Outcome(Verdict.FAILED, plan, attempts, replans, -1,
+            "the probe of the plan failed: " + a.error());
+      }
+      largestFailed = Math.max(largestFailed, a.failedAllocationBytes());
+      if (t == o.tries()) {
+        break;
+      }
+      // what the plan missed: the failed allocation (scratch, fragmentation) or the overshoot
+      long missed = a.oom() ? a.failedAllocationBytes() : a.measuredPeakBytes() - budget;
+      long step = Math.max(missed, (long) (MIN_STEP * budget));
+      long limit = Math.min(plan.predictedPeakAfter(), (long) (budget * ratio)) - step;
+      double next = (double) limit / budget;
+      if (next <= 0) {
+        LOG.info("[LMS][probe] No lower planning limit is left ({} MiB missed)", mib(missed));
+        break;
+      }
+      LOG.info("[LMS][probe] Re-planning at a limit of {} (memory ratio {}): the probe missed {}",
+          mib(limit), String.format(Locale.ROOT, "%.3f", next), mib(missed));
+      ratio = next;
+      try {
+        plan = planner.plan(new Budget(budget, ratio));
+        replans++;
+      } catch (PlanningException refused) {
+        LOG.info("[LMS][probe] The planner refuses a limit of {}: {}", mib(limit),
+            refused.getMessage());
+        break;
+      }
+    }
+    return unmodifiedOrRefuse(tg, planner, o, attempts, replans, null,
+        new Failed(last, largestFailed));
+  }
+
+  /** The last plan that failed its probe, and the largest allocation that failed. */
+  private record Failed(LmsResult plan, long largestFailedBytes) {}
+
+  /**
+   * Probes the unmodified graph; trains it when it passes, else refuses with the smallest budget
+   * that could work.
+   */
+  private static Outcome unmodifiedOrRefuse(TrainingGraph tg, Planner planner, Options o,
+      List<Attempt> attempts, int replans, PlanningException refused, Failed failed) {
+    long budget = o.budgetBytes();
+    boolean lastWasUnmodified = failed != null && !failed.plan().rewritten()
+        && failed.plan().scheduling() == null;
+    Attempt u = null;
+    if (!lastWasUnmodified) {
+      LmsResult r = unmodified(tg, failed != null ? failed.plan() : null);
+      u = probe(tg, tg.graphDef(), attempts.size() + 1, "unmodified", "none", Double.NaN,
+          r.predictedPeakBefore(), o);
+      attempts.add(u);
+      if (u.passed(budget)) {
+        return new Outcome(Verdict.UNMODIFIED, r, attempts, replans, -1, String.format(
+            Locale.ROOT, "%s; the unmodified graph trains under %d MiB (traced peak %s): LMS "
+                + "is not necessary", refused != null ? "the planner refused the budget"
+                : "no plan passed its probe", Budget.mib(budget), mib(u.measuredPeakBytes())));
+      }
+    }
+    // the smallest budget that could work, from measurements: a traced run without a limit of
+    // the last plan (or of the unmodified graph) plus the largest allocation that failed (the
+    // trace samples between ops, so a kernel's scratch does not show in it)
+    GraphDef measure = failed != null ? failed.plan().graphDef() : tg.graphDef();
+    long largest = failed != null ? failed.largestFailedBytes() : -1;
+    if (u != null) {
+      largest = Math.max(largest, u.failedAllocationBytes());
+    }
+    RunResult free = run(tg, measure, BudgetedRunner.Options.of(0, 1).withTimeout(o.timeout()));
+    long smallest;
+    String how;
+    if (free.fits() && free.peakBytes() > 0) {
+      smallest = free.peakBytes() + Math.max(0, largest);
+      how = String.format(Locale.ROOT, "measured: the %s's traced peak without a limit, %s%s",
+          failed != null ? "last plan" : "unmodified graph", mib(free.peakBytes()),
+          largest > 0 ? " + the largest allocation that failed, " + mib(largest) : "");
+    } else {
+      smallest = refused != null ? refused.smallestBudgetBytes() : -1;
+      how = "the planner's estimate (the run without a limit failed: " + free.error() + ")";
+    }
+    long needMib = Budget.mibUp(smallest);
+    boolean checked = false;
+    long estimate = refused != null ? Budget.mibUp(refused.smallestBudgetBytes()) : -1;
+    if (estimate > Budget.mib(budget) && (smallest < 0 || estimate < needMib)) {
+      // the planner's estimate is below what the unmodified graph needs: try a plan there
+      String tried = planAndProbe(tg, planner, o, estimate);
+      if (tried == null || smallest < 0) {
+        smallest = estimate << 20;
+        needMib = estimate;
+        how = "the planner's estimate" + (tried == null ? "; checked: a plan for " + estimate
+            + " MiB trains at it" : "; not confirmed: " + tried);
+        checked = true;
+      } else {
+        how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried;
+      }
+    }
+    if (!checked && free.fits()) {
+      // the budget itself did not work: the smallest one that could is above it
+      needMib = Math.max(needMib, Budget.mib(budget) + 1);
+      // check the estimate (the same graph, init and one step, at that budget); when it runs out
+      // of memory, raise it by the failed allocation (at least 1/8) and check again, 3 checks
+      List<Long> failedAt = new ArrayList<>();
+      String note = null;
+      for (int k = 0; k < CHECKS && note == null; k++) {
+        RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1,
+            o.seed(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+        LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
+            check.fits() ? "trains" : "does not train");
+        if (check.fits()) {
+          note = "checked: it trains at " + needMib + " MiB" + (failedAt.isEmpty() ? ""
+              : " (" + failedAt + " MiB ran out of memory)");
+        } else if (!check.oom()) {
+          note = "not confirmed: at " + needMib + " MiB it failed: " + check.error();
+        } else if (k == CHECKS - 1) {
+          note = "not confirmed: at " + needMib + " MiB it still ran out of memory, so it "
+              + "needs more";
+        } else {
+          failedAt.add(needMib);
+          long more = Math.max(failedAllocation(check.error()), (needMib << 20) / 8);
+          needMib = Budget.mibUp((needMib << 20) + more);
+        }
+      }
+      smallest = needMib << 20;
+      how += "; " + note;
+    }
+    String why = refused != null
+        ? "the planner refuses it and the unmodified graph ran out of memory"
+        : String.format(Locale.ROOT, "%d plan%s and the unmodified graph ran out of memory in "
+            + "their probes", attempts.size() - (u == null ? 0 : 1),
+            attempts.size() - (u == null ? 0 : 1) == 1 ? "" : "s");
+    String message = smallest > 0
+        ? String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; the smallest budget "
+            + "that could work is about %d MiB (%s).", Budget.mib(budget), why, needMib, how)
+        : String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; no smallest budget "
+            + "could be measured (%s).", Budget.mib(budget), why, how);
+    return new Outcome(Verdict.REFUSED, null, attempts, replans, smallest, message);
+  }
+
+  /**
+   * Plans for {@code mib} MiB at the first memory ratio and probes the plan there.
+   *
+   * @return null when it trains, else what happened
+   */
+  private static String planAndProbe(TrainingGraph tg, Planner planner, Options o, long mib) {
+    LmsResult p;
+    try {
+      p = planner.plan(new Budget(mib << 20, o.memRatio()));
+    } catch (PlanningException e) {
+      return "the planner refuses " + mib + " MiB too";
+    }
+    RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, 1, o.seed(), true,
+        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    LOG.info("[LMS][probe] A plan for the planner's estimate, {} MiB: {}", mib,
+        r.fits() ? "trains" : "does not train");
+    return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
+        : "failed: " + r.error());
+  }
+
+  /** Probes one graph: init and one traced step under the budget, in a worker JVM. */
+  private static Attempt probe(TrainingGraph tg, GraphDef gd, int number, String graph,
+      String planner, double ratio, long predicted, Options o) {
+    RunResult r = run(tg, gd, new BudgetedRunner.Options(o.budgetBytes(), 1, o.seed(), true,
+        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    long failed = r.oom() ? failedAllocation(r.error()) : -1;
+    Attempt a = new Attempt(number, graph, planner, ratio, predicted, r.fits(), r.oom(),
+        r.fits() ? r.peakBytes() : -1, failed, r.error());
+    LOG.info("[LMS][probe] Try {} ({}{}): predicted peak {}, {}", number, graph.equals("plan")
+        ? planner + " plan at memory ratio " : "unmodified graph",
+        graph.equals("plan") ? String.format(Locale.ROOT, "%.3f", ratio) : "",
+        predicted < 0 ? "unknown" : mib(predicted), r.fits()
+            ? "measured peak " + mib(r.peakBytes()) + " under " + Budget.mib(o.budgetBytes())
+                + " MiB"
+            : r.oom() ? "ran out of memory" + (failed > 0 ? " allocating " + mib(failed) : "")
+                : "failed: " + r.error());
+    return a;
+  }
+
+  private static RunResult run(TrainingGraph tg, GraphDef gd, BudgetedRunner.Options bo) {
+    try {
+      return BudgetedRunner.run(new TrainingGraph(gd, tg.manifest()), bo);
+    } catch (IOException e) {
+      throw new UncheckedIOException("could not start a probe worker", e);
+    }
+  }
+
+  /**
+   * The size of the allocation an OOM message names: BFC's "(rounded to N)", else its
+   * "allocate 14.30MiB", else TensorFlow's "OOM when allocating tensor with shape[...] and type
+   * float"; -1 when none is found.
+   */
+  static long failedAllocation(String message) {
+    if (message == null) {
+      return -1;
+    }
+    Matcher m = ROUNDED.matcher(message);
+    if (m.find()) {
+      return Long.parseLong(m.group(1));
+    }
+    m = ALLOCATE.matcher(message);
+    if (m.find()) {
+      double v = Double.parseDouble(m.group(1));
+      int shift = switch (m.group(2)) {
+        case "KiB" -> 10;
+        case "MiB" -> 20;
+        case "GiB" -> 30;
+        default -> 0;
+      };
+      return (long) Math.ceil(v * (1L << shift));
+    }
+    m = SHAPE.matcher(message);
+    if (m.find()) {
+      long n = 1;
+      for (String d : m.group(1).split(",")) {
+        if (!d.isEmpty()) {
+          n *= Long.parseLong(d);
+        }
+      }
+      int size = switch (m.group(2)) {
+        case "double", "int64", "uint64", "complex64" -> 8;
+        case "half", "bfloat16", "int16", "uint16" -> 2;
+        case "int8", "uint8", "bool" -> 1;
+        default -> 4;
+      };
+      return n * size;
+    }
+    return -1;
+  }
+
+  /** An LmsResult for training the unmodified graph (model and prediction of the graph). */
+  private static LmsResult unmodified(TrainingGraph tg, LmsResult known) {
+    if (known != null) {
+      MemoryPlan none = MemoryPlan.unchanged("none (unmodified, probed)", known.model(),
+          PlanningContext.of(Budget.none(), TensorPolicy.builtin(known.model())),
+          known.predictedPeakBefore());
+      return new LmsResult(tg.graphDef(), none, known.model(), known.stats(),
+          known.predictedPeakBefore(), known.planningMs(), 0, null);
+    }
+    long t0 = System.nanoTime();
+    var m = tg.manifest();
+    int batch = (int) Math.min(Integer.MAX_VALUE, m.batchSize());
+    DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), m.feedShapes(), batch,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, m.runOps());
+    long peak = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(
+        SwapParams.defaults().toBuilder().batchSize(batch).build()));
+    MemoryPlan none = MemoryPlan.unchanged("none (unmodified, probed)", model,
+        PlanningContext.of(Budget.none(), TensorPolicy.builtin(model)), peak);
+    return new LmsResult(tg.graphDef(), none, model, GraphStats.of(model), peak,
+        (System.nanoTime() - t0) / 1_000_000, 0, null);
+  }
+
+  private static String mib(long bytes) {
+    return String.format(Locale.ROOT, "%.1f MiB", bytes / (double) (1 << 20));
+  }
+}
