@@ -215,7 +215,8 @@ public final class Lms {
     GraphDef given = gd;
     DataflowGraph givenModel = model;
     LmsResult.PreRewrites pre = LmsResult.PreRewrites.NONE;
-    if (mode.plans()) {
+    // only when the graph as given does not fit: a graph that fits is left as it is
+    if (mode.plans() && !(budget.isSet() && budget.fits(before))) {
       List<String> targets = new ArrayList<>(runOps);
       if (targets.isEmpty() && trainOp != null) {
         targets.add(trainOp);
