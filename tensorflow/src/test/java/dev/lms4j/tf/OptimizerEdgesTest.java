@@ -103,6 +103,8 @@ class OptimizerEdgesTest {
     assertThat(r.removedEdges()).isPositive();
     Map<String, NodeDef> after = TfTests.nodes(r.graphDef());
     Map<String, NodeDef> before = TfTests.nodes(tg.graphDef());
+    java.util.Set<String> step = ancestors(after, "train_op");
+    step.addAll(ancestors(after, "loss"));
     int checked = 0;
     for (NodeDef update : after.values()) {
       if (!update.getOp().equals("ApplyAdam")) {
@@ -114,10 +116,11 @@ class OptimizerEdgesTest {
           continue;
         }
         for (NodeDef reader : after.values()) {
-          if (reader.getInputList().contains(alias.getName())
+          // readers a step runs (addGradients also built the unused gradient of the input x)
+          if (reader.getInputList().contains(alias.getName()) && step.contains(reader.getName())
               && !reader.getName().equals(update.getName())) {
-            // in the original graph it ran before the update, and must still
-            assertThat(ancestors(before, update.getName())).contains(reader.getName());
+            // it ran before the update in the original graph (through the framework's edges,
+            // or as a race the update lost), and must still
             assertThat(ancestors(after, update.getName())).as(reader.getName() + " before "
                 + update.getName()).contains(reader.getName());
             checked++;
