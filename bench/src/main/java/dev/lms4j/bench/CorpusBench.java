@@ -46,6 +46,10 @@ import org.slf4j.LoggerFactory;
  * as a user would meet it. Every other mode is searched between half the floor and TensorFlow's
  * minimum: one that does not train at TensorFlow's minimum is recorded as such (for an lms4j
  * mode: worse than TensorFlow), not searched above it.
+ *
+ * <p>Where the rewrites lms4j runs before planning ({@code GradientSums}, {@code OptimizerEdges},
+ * on by default) change a family's graph, each lms4j mode is measured with them and without them
+ * ({@code --no-gradient-sums --no-optimizer-edges}), side by side in the same run.
  */
 public final class CorpusBench {
   private static final Logger LOG = LoggerFactory.getLogger(CorpusBench.class);
@@ -54,6 +58,20 @@ public final class CorpusBench {
       Method.GRAPPLER_RECOMPUTATION, Method.GRAPPLER_HEURISTICS, Method.GRAPPLER_SCHEDULING);
   private static final List<Method> LMS_MODES = List.of(Method.TFLMS, Method.SWAP, Method.REMAT,
       Method.AUTO);
+
+  /**
+   * One column of the table: a method, and for an lms4j mode whether the rewrites before
+   * planning ({@code GradientSums}, {@code OptimizerEdges}; on by default) run.
+   */
+  private record Column(String label, Method method, boolean pre) {
+    static Column of(Method m) {
+      return new Column(m.label, m, true);
+    }
+
+    static Column withoutPre(Method m) {
+      return new Column(m.label + " (no pre-rewrites)", m, false);
+    }
+  }
   private static final int STEPS = 2;
 
   private CorpusBench() {}
@@ -142,7 +160,9 @@ public final class CorpusBench {
     long simulated = MemorySimulator.simulate(model, model.topologicalOrder()).peakBytes();
     RunResult free = BudgetedRunner.run(tg, options(0, Method.NONE));
     ObjectNode node = JSON.createObjectNode();
+    boolean preChanges = preRewritesChange(tg, model);
     node.put("family", f.label()).put("description", f.description())
+        .put("pre_rewrites_change_graph", preChanges)
         .put("ops", model.size()).put("parameter_bytes", model.persistentBytes())
         .put("floor_bytes", floor).put("predicted_peak_bytes", simulated);
     if (!free.fits()) {
@@ -164,20 +184,31 @@ public final class CorpusBench {
       noLmsLo = hi;
       hi *= 2;
     }
-    Map<Method, Probe> found = new EnumMap<>(Method.class);
-    found.put(Method.NONE, smallest(f.label(), tg, Method.NONE, noLmsLo, hi, resolution, reference,
-        out));
-    long tfMin = found.get(Method.NONE).mib;
+    Map<Column, Probe> found = new java.util.LinkedHashMap<>();
+    Column none = Column.of(Method.NONE);
+    found.put(none, smallest(f.label(), tg, none, noLmsLo, hi, resolution, reference, out));
+    long tfMin = found.get(none).mib;
     if (tfMin < 0) {
       node.put("error", "no budget up to " + hi + " MiB trains without LMS");
       return node;
     }
-    List<Method> rest = new ArrayList<>(TF_MODES.subList(1, TF_MODES.size()));
-    rest.addAll(LMS_MODES);
+    List<Column> rest = new ArrayList<>();
+    TF_MODES.subList(1, TF_MODES.size()).forEach(m -> rest.add(Column.of(m)));
+    LMS_MODES.forEach(m -> rest.add(Column.of(m)));
+    if (preChanges) {
+      LMS_MODES.forEach(m -> rest.add(Column.withoutPre(m)));
+    }
+    // with the rewrites before planning the floor can be far lower (an unrolled RNN's sums)
+    long preFloor = preChanges ? floorAfterPre(tg) : floor;
+    if (preChanges) {
+      node.put("floor_after_pre_rewrites_bytes", preFloor);
+    }
+    final long preLo = Math.max(1, (Math.min(floor, preFloor) >> 20) / 2);
     List<Future<Probe>> futures = new ArrayList<>();
-    for (Method m : rest) {
+    for (Column m : rest) {
       long top = tfMin;
-      futures.add(pool.submit(() -> smallest(f.label(), tg, m, lo, top, resolution, reference,
+      long from = m.method().isLms() && m.pre() ? preLo : lo;
+      futures.add(pool.submit(() -> smallest(f.label(), tg, m, from, top, resolution, reference,
           out)));
     }
     for (int i = 0; i < rest.size(); i++) {
@@ -192,11 +223,15 @@ public final class CorpusBench {
     }
     node.put("tf_min_budget_mib", tfMin);
     ArrayNode methods = node.putArray("methods");
-    for (Method m : concat(TF_MODES, LMS_MODES)) {
-      Probe p = found.get(m);
+    for (Map.Entry<Column, Probe> e : found.entrySet()) {
+      Column m = e.getKey();
+      Probe p = e.getValue();
       ObjectNode row = methods.addObject();
-      row.put("method", m.label).put("kind", m.isLms() ? "lms4j" : "tensorflow")
+      row.put("method", m.label()).put("kind", m.method().isLms() ? "lms4j" : "tensorflow")
           .put("min_budget_mib", p.mib);
+      if (m.method().isLms()) {
+        row.put("pre_rewrites", m.pre());
+      }
       if (p.mib > 0) {
         row.put("fraction_of_tf_min", p.mib / (double) tfMin)
             .put("measured_peak_bytes", p.measuredPeak)
@@ -207,19 +242,37 @@ public final class CorpusBench {
         if (p.planner != null) {
           row.put("planner", p.planner);
         }
+        if (p.pre != null) {
+          row.put("gradient_sums", p.pre.gradientSums())
+              .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved());
+        }
       } else {
         row.put("why", p.why);
       }
-      say(out, "  %-16s %s", m.label, p.mib > 0 ? String.format(Locale.ROOT,
+      say(out, "  %-16s %s", m.label(), p.mib > 0 ? String.format(Locale.ROOT,
           "%d MiB (%.2f of TF's minimum)", p.mib, p.mib / (double) tfMin) : "none: " + p.why);
     }
     return node;
   }
 
-  private static List<Method> concat(List<Method> a, List<Method> b) {
-    List<Method> all = new ArrayList<>(a);
-    all.addAll(b);
-    return all;
+  /** The floor ({@link LowerBound}) of the graph after the rewrites before planning. */
+  private static long floorAfterPre(TrainingGraph tg) {
+    dev.lms4j.tf.OptimizerEdges.Result edges = dev.lms4j.tf.OptimizerEdges.relax(tg);
+    TrainingGraph relaxed = new TrainingGraph(edges.graphDef(), tg.manifest());
+    TrainingGraph summed = new TrainingGraph(dev.lms4j.tf.GradientSums.rewrite(relaxed,
+        dev.lms4j.tf.GradientSums.Options.defaults()).graphDef(), tg.manifest());
+    return LowerBound.of(GraphImporter.importGraph(summed.graphDef(),
+        tg.manifest().feedShapes(), -1, GraphImporter.DEFAULT_BACKWARD_SCOPE,
+        tg.manifest().runOps()));
+  }
+
+  /** Whether the rewrites before planning change the graph. */
+  private static boolean preRewritesChange(TrainingGraph tg, DataflowGraph model) {
+    if (!dev.lms4j.tf.GradientSums.chains(model, dev.lms4j.tf.GradientSums.Options.defaults())
+        .isEmpty()) {
+      return true;
+    }
+    return dev.lms4j.tf.OptimizerEdges.relax(tg).changed();
   }
 
   /** The outcome of one method's search. */
@@ -229,17 +282,18 @@ public final class CorpusBench {
     long measuredPeak = -1;
     boolean identical;
     String planner;
+    LmsResult.PreRewrites pre;
     String why = "";
   }
 
   /** The smallest MiB in {@code (lo, hi]} at which {@code m} trains (bisection). */
-  private static Probe smallest(String family, TrainingGraph tg, Method m, long lo, long hi,
+  private static Probe smallest(String family, TrainingGraph tg, Column m, long lo, long hi,
       double resolution, double[] reference, PrintStream out) throws IOException {
     Probe best = new Probe();
     long step = Math.max(1, (long) (hi * resolution));
     Bisection.Edge e = Bisection.search(lo, hi, step, mib -> {
       Probe p = attempt(tg, m, mib, reference);
-      say(out, "  %-18s %-16s %5d MiB: %s", family, m.label, mib,
+      say(out, "  %-18s %-16s %5d MiB: %s", family, m.label(), mib,
           p.mib > 0 ? "trains" : p.why);
       if (p.mib > 0) {
         synchronized (best) {
@@ -249,6 +303,7 @@ public final class CorpusBench {
             best.measuredPeak = p.measuredPeak;
             best.identical = p.identical;
             best.planner = p.planner;
+            best.pre = p.pre;
           }
         }
         return true;
@@ -266,23 +321,31 @@ public final class CorpusBench {
 
   private static Probe attempt(TrainingGraph tg, Method m, long mib, double[] reference)
       throws IOException {
+    return attempt(tg, Column.of(m), mib, reference);
+  }
+
+  private static Probe attempt(TrainingGraph tg, Column c, long mib, double[] reference)
+      throws IOException {
+    Method m = c.method();
     Probe p = new Probe();
     long budget = mib << 20;
     TrainingGraph run = tg;
     if (m.isLms()) {
       try {
-        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
+        Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
+            .optimizerEdges(c.pre()).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());
         p.predictedPeak = lr.predictedPeakAfter();
         p.planner = lr.planner();
+        p.pre = lr.preRewrites().changed() ? lr.preRewrites() : null;
       } catch (PlanningException e) {
         p.why = "no plan (" + firstLine(e.getMessage()) + ")";
         return p;
       } catch (RuntimeException e) {
         p.why = "planner failed (" + e.getClass().getSimpleName() + ": "
             + firstLine(e.getMessage()) + ")";
-        LOG.warn("{} at {} MiB: planner failed", m.label, mib, e);
+        LOG.warn("{} at {} MiB: planner failed", c.label(), mib, e);
         return p;
       }
     }
@@ -315,20 +378,37 @@ public final class CorpusBench {
         .append("% of TensorFlow's own minimum (a family measured at another resolution says so "
             + "in its `resolution`); lms4j modes as a fraction of TensorFlow's own "
             + "minimum (the unmodified graph, grappler's default). `=` marks losses "
-            + "bit-identical to the unbudgeted run's, `!=` different.\n\n");
-    md.append("| family | TF min | grappler recomp | heur | sched | tflms | swap | remat | auto "
-        + "| params | floor | predicted / measured peak (no budget) |\n");
-    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+            + "bit-identical to the unbudgeted run's, `!=` different. lms4j modes run with the "
+            + "rewrites before planning (gradient sums as running accumulations, relaxed "
+            + "optimizer edges; the default); where those change a family's graph, the modes "
+            + "are measured without them too, in the same run (`(no pre-rewrites)`).\n\n");
+    List<String> labels = new ArrayList<>();
+    for (var f : root.path("families")) {
+      for (var m : f.path("methods")) {
+        String l = m.path("method").asText();
+        if (!l.equals("none") && !labels.contains(l)) {
+          labels.add(l);
+        }
+      }
+    }
+    md.append("| family | TF min |");
+    labels.forEach(l -> md.append(' ').append(l.replace("grappler-", "grappler ")).append(" |"));
+    md.append(" params | floor | predicted / measured peak (no budget) |\n|---|---|");
+    labels.forEach(l -> md.append("---|"));
+    md.append("---|---|---|\n");
     for (var f : root.path("families")) {
       md.append("| ").append(f.path("family").asText()).append(" | ");
       if (f.has("error")) {
-        md.append(f.path("error").asText()).append(" |||||||||||\n");
+        md.append(f.path("error").asText()).append(" |").append("|".repeat(labels.size() + 3))
+            .append("\n");
         continue;
       }
       long tfMin = f.path("tf_min_budget_mib").asLong();
       md.append(tfMin).append(" MiB | ");
-      for (var m : f.path("methods")) {
-        if (m.path("method").asText().equals("none")) {
+      for (String label : labels) {
+        var m = method(f, label);
+        if (m == null) {
+          md.append("(same as with) | ");
           continue;
         }
         long mib = m.path("min_budget_mib").asLong();
@@ -348,15 +428,30 @@ public final class CorpusBench {
           mib(f.path("predicted_peak_bytes").asLong()), mib(f.path("measured_peak_bytes")
               .asLong())));
     }
+    List<String> lmsLabels = new ArrayList<>();
+    for (var f : root.path("families")) {
+      for (var m : f.path("methods")) {
+        String l = m.path("method").asText();
+        if (m.path("kind").asText().equals("lms4j") && !lmsLabels.contains(l)) {
+          lmsLabels.add(l);
+        }
+      }
+    }
     md.append("\nPredicted vs measured peak at each lms4j mode's smallest budget (MiB):\n\n")
-        .append("| family | tflms | swap | remat | auto |\n|---|---|---|---|---|\n");
+        .append("| family |");
+    lmsLabels.forEach(l -> md.append(' ').append(l).append(" |"));
+    md.append("\n|---|");
+    lmsLabels.forEach(l -> md.append("---|"));
+    md.append("\n");
     for (var f : root.path("families")) {
       if (f.has("error")) {
         continue;
       }
       md.append("| ").append(f.path("family").asText()).append(" |");
-      for (var m : f.path("methods")) {
-        if (!m.path("kind").asText().equals("lms4j")) {
+      for (String label : lmsLabels) {
+        var m = method(f, label);
+        if (m == null) {
+          md.append(" - |");
           continue;
         }
         md.append(m.has("predicted_peak_bytes") ? String.format(Locale.ROOT, " %.1f / %.1f |",
@@ -376,6 +471,16 @@ public final class CorpusBench {
       }
     }
     return md.toString();
+  }
+
+  private static com.fasterxml.jackson.databind.JsonNode method(
+      com.fasterxml.jackson.databind.JsonNode family, String label) {
+    for (var m : family.path("methods")) {
+      if (m.path("method").asText().equals(label)) {
+        return m;
+      }
+    }
+    return null;
   }
 
   private static String firstLine(String s) {

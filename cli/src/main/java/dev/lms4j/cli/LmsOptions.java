@@ -131,6 +131,19 @@ final class LmsOptions {
           + "(kept only when it lowers the simulated peak).")
   String scheduler;
 
+  @Option(names = "--no-gradient-sums",
+      description = "Leave large gradient sums (an AddN of 4 or more partial gradients, 1 MiB "
+          + "or more, e.g. of an unrolled RNN's shared weights) as they are. By default every "
+          + "planning mode first turns them into running accumulations in input order "
+          + "(bit-identical sums), so each partial gradient is freed as it is added.")
+  boolean noGradientSums;
+
+  @Option(names = "--no-optimizer-edges",
+      description = "Keep the control edges TF Java's framework optimizers put from every "
+          + "gradient on every update. By default every planning mode first relaxes them: an "
+          + "update waits for its own gradient and for the step's reads of its variable only.")
+  boolean noOptimizerEdges;
+
   @Option(names = "--recompute", split = ",", paramLabel = "OP",
       description = "Manual recomputation: recompute these forward ops, by name, in the "
           + "backward pass, as ops carrying the _recompute_hint attribute are, in every --lms "
@@ -220,6 +233,7 @@ final class LmsOptions {
    */
   LmsBuilder configure(LmsBuilder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
+    b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

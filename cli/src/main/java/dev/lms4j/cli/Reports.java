@@ -44,6 +44,13 @@ final class Reports {
           .put("addn_chains", s.chains().size()).put("control_edges", s.edges().size())
           .put("peak_before_bytes", s.peakBefore()).put("peak_after_bytes", s.peakAfter());
     }
+    if (lms.preRewrites().changed()) {
+      var p = lms.preRewrites();
+      r.extra("pre_rewrites").put("gradient_sums", p.gradientSums())
+          .put("optimizer_edges_removed", p.optimizerEdgesRemoved())
+          .put("optimizer_edges_added", p.optimizerEdgesAdded())
+          .put("peak_after_bytes", p.peakAfter());
+    }
     if (!lms.plan().swapOuts().isEmpty()) {
       // which mechanism moves the swapped tensors (docs/native-swap.md)
       r.extra("swap").put("path", dev.lms4j.tf.NativeSwap.uses(lms.graphDef()) ? "native"

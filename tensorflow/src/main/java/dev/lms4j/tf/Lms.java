@@ -13,10 +13,12 @@ import dev.lms4j.core.plan.SwapAutoTuner;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TensorPolicy;
-import dev.lms4j.core.plan.TensorPolicy;
+import dev.lms4j.core.schedule.AddNChains;
 import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Collection;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -41,8 +43,12 @@ import org.tensorflow.proto.GraphDef;
  * }
  * }</pre>
  *
- * The steps: import the GraphDef into lms4j's model, check the floor (resident tensors plus the
- * largest op), an optional scheduling step, the mode's planner ({@link LmsMode#plan}), and one
+ * The steps: import the GraphDef into lms4j's model, the rewrites before planning (on by
+ * default, each with an opt-out in {@link LmsBuilder}: large gradient sums become running
+ * accumulations, {@link GradientSums}; the framework optimizers' all-gradients-to-all-updates
+ * control edges are relaxed, {@link OptimizerEdges}; both keep losses bit-identical), check the
+ * floor (resident tensors plus the largest op) on the graph they give, an optional scheduling
+ * step, the mode's planner ({@link LmsMode#plan}), and one
  * rewrite that commits the {@link MemoryPlan} ({@link PlanCommit}). TensorFlow Java cannot
  * re-point the inputs of ops already in a {@link Graph}, so {@link #run(Graph)} returns a new
  * graph (which the caller must close) and leaves the original as it was. The mode defaults to
@@ -66,6 +72,8 @@ public final class Lms {
   private final SwapPath swapPath;
   private final boolean swapOverlap;
   private final Path dumpDot;
+  private final GradientSums.Options gradientSums;
+  private final boolean optimizerEdges;
   private SwapRewriter.Mechanism mechanism;
   private final LmsBuilder source;
 
@@ -83,6 +91,8 @@ public final class Lms {
     this.scheduler = b.scheduler;
     this.rematDump = b.rematDump;
     this.dumpDot = b.dumpDot;
+    this.gradientSums = b.gradientSums;
+    this.optimizerEdges = b.optimizerEdges;
     LmsMode m = b.mode != null ? b.mode
         : budget.isSet() || !params.autoTune() ? LmsMode.AUTO : LmsMode.OFF;
     this.mode = m.with(params);
@@ -220,6 +230,48 @@ public final class Lms {
           PlanningContext.of(budget, TensorPolicy.builtin(model)), before), model, stats,
           before, ms(t0), 0, null);
     }
+    GraphDef given = gd;
+    DataflowGraph givenModel = model;
+    LmsResult.PreRewrites pre = LmsResult.PreRewrites.NONE;
+    // only when the graph as given does not fit: a graph that fits is left as it is
+    if (mode.plans() && !(budget.isSet() && budget.fits(before))) {
+      List<String> targets = new ArrayList<>(runOps);
+      if (targets.isEmpty() && trainOp != null) {
+        targets.add(trainOp);
+      }
+      int removed = 0;
+      int addedEdges = 0;
+      if (optimizerEdges && !targets.isEmpty()) {
+        OptimizerEdges.Result r = OptimizerEdges.relax(gd, targets, backwardScope);
+        if (r.changed()) {
+          gd = r.graphDef();
+          removed = r.removedEdges();
+          addedEdges = r.addedEdges();
+          model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(), backwardScope,
+              runOps);
+        }
+      } else if (optimizerEdges) {
+        LOG.info("[LMS][0] Optimizer edges left as they are: the ops a step runs are not known");
+      }
+      int sums = 0;
+      if (gradientSums != null) {
+        List<AddNChains.Chain> chains = GradientSums.chains(model, gradientSums);
+        if (!chains.isEmpty()) {
+          gd = AddNRewriter.rewrite(gd, chains);
+          sums = chains.size();
+          model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(), backwardScope,
+              runOps);
+        }
+      }
+      if (gd != given) {
+        pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
+            SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)));
+        LOG.info("[LMS][0] Before planning: {} gradient sums turned into running accumulations, "
+            + "{} optimizer control edges removed ({} added to keep variable reads before "
+            + "updates); simulated peak {} -> {} MiB", sums, removed, addedEdges,
+            before >> 20, pre.peakAfter() >> 20);
+      }
+    }
     PlanningContext ctx = context(gd, model);
     if (mode.plans()) {
       budget.requireFloor(LowerBound.of(model));
@@ -237,16 +289,24 @@ public final class Lms {
       }
     }
     MemoryPlan plan = mode.plan(model, ctx);
+    if (!plan.needed() && scheduled == null && pre.changed() && budget.fits(before)) {
+      // the graph as given fits: LMS is not necessary, and the graph is left as it was
+      LOG.info("[LMS][0] The graph fits as given: the rewrites before planning are not kept");
+      gd = given;
+      model = givenModel;
+      pre = LmsResult.PreRewrites.NONE;
+      plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), before);
+    }
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
-    int added = out.getNodeCount() - gd.getNodeCount();
+    int added = out.getNodeCount() - given.getNodeCount();
     if (dumpDot != null) {
-      DotDump.write(dumpDot, gd, out, plan);
+      DotDump.write(dumpDot, given, out, plan);
       LOG.info("[LMS][0] Wrote the graph before and after as {}", DotDump.files(dumpDot));
     }
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
-    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled);
+    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
   }
 
   /** The planning context for {@code model} (the tensor policy from {@link PolicySources}). */

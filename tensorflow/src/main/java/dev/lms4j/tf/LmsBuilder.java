@@ -33,8 +33,40 @@ public final class LmsBuilder implements Cloneable {
   boolean swapOverlap;
   Set<String> recomputeOps = Set.of();
   Path dumpDot;
+  GradientSums.Options gradientSums = GradientSums.Options.defaults();
+  boolean optimizerEdges = true;
 
   LmsBuilder() {}
+
+  /**
+   * Whether large gradient sums become running accumulations before planning (default on,
+   * {@link GradientSums.Options#defaults()}: sums of 4 or more inputs holding 1 MiB or more,
+   * added in input order, which keeps them bit-identical). Every mode that plans then sees the
+   * rewritten sums, and the floor is computed after the rewrite. Off: {@code --no-gradient-sums}.
+   */
+  public LmsBuilder gradientSums(boolean on) {
+    this.gradientSums = on ? GradientSums.Options.defaults() : null;
+    return this;
+  }
+
+  /** Rewrites gradient sums before planning with these options ({@link GradientSums}). */
+  public LmsBuilder gradientSums(GradientSums.Options o) {
+    this.gradientSums = Objects.requireNonNull(o);
+    return this;
+  }
+
+  /**
+   * Whether the control edges that TF Java's framework optimizers put from every gradient on
+   * every update are relaxed before planning (default on, {@link OptimizerEdges}): an update
+   * then waits only for its own gradient and for the step's reads of its variable, so weight
+   * gradients need not all be alive at once. Needs the ops a step runs (a
+   * {@link TrainingGraph}, the run ops, or a train op); without them the edges are left alone.
+   * Off: {@code --no-optimizer-edges}.
+   */
+  public LmsBuilder optimizerEdges(boolean on) {
+    this.optimizerEdges = on;
+    return this;
+  }
 
   /**
    * Writes the graph before and after the rewrite to {@code before.dot} and {@code after.dot}

@@ -19,10 +19,44 @@ import org.tensorflow.proto.GraphDef;
  * @param planningMs          time taken, milliseconds
  * @param addedNodes          nodes the rewrite added
  * @param scheduling          the scheduling step's result when it changed the graph, else null
+ * @param preRewrites         what the rewrites before planning ({@link GradientSums},
+ *                            {@link OptimizerEdges}) changed in the graph returned
  */
 public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph model,
     GraphStats stats, long predictedPeakBefore, long planningMs, int addedNodes,
-    Scheduling.Result scheduling) {
+    Scheduling.Result scheduling, PreRewrites preRewrites) {
+
+  /**
+   * What the rewrites run before planning changed (all zero when none ran or none was kept).
+   *
+   * @param gradientSums          n-input {@code AddN}s turned into running accumulations
+   * @param optimizerEdgesRemoved optimizer control edges removed ({@link OptimizerEdges})
+   * @param optimizerEdgesAdded   control edges added to keep a variable's reads before its update
+   * @param peakAfter             simulated peak of the graph after them (bytes; 0 for none)
+   */
+  public record PreRewrites(int gradientSums, int optimizerEdgesRemoved,
+      int optimizerEdgesAdded, long peakAfter) {
+    /** Nothing rewritten. */
+    public static final PreRewrites NONE = new PreRewrites(0, 0, 0, 0);
+
+    /** Whether any of them changed the graph. */
+    public boolean changed() {
+      return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0;
+    }
+  }
+
+  /** Null pre-rewrites read as {@link PreRewrites#NONE}. */
+  public LmsResult {
+    preRewrites = preRewrites == null ? PreRewrites.NONE : preRewrites;
+  }
+
+  /** A result without rewrites before planning. */
+  public LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph model,
+      GraphStats stats, long predictedPeakBefore, long planningMs, int addedNodes,
+      Scheduling.Result scheduling) {
+    this(graphDef, memoryPlan, model, stats, predictedPeakBefore, planningMs, addedNodes,
+        scheduling, PreRewrites.NONE);
+  }
 
   /** The swaps (names refer to the graph with {@link #recompute()} applied). */
   public SwapPlan plan() {
@@ -37,12 +71,13 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
   /** Simulated peak with the plan. */
   public long predictedPeakAfter() {
     return memoryPlan.needed() ? memoryPlan.estimate().peakAfter()
-        : scheduling != null ? scheduling.peakAfter() : predictedPeakBefore;
+        : scheduling != null ? scheduling.peakAfter()
+        : preRewrites.changed() ? preRewrites.peakAfter() : predictedPeakBefore;
   }
 
-  /** True when the graph was changed (a plan or a scheduling step). */
+  /** True when the graph was changed (a plan, a scheduling step or a rewrite before planning). */
   public boolean rewritten() {
-    return memoryPlan.needed() || scheduling != null;
+    return memoryPlan.needed() || scheduling != null || preRewrites.changed();
   }
 
   /** The planner that made the plan, or null when no plan was needed. */
@@ -53,6 +88,6 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
   /** The same result with another planning time. */
   public LmsResult withPlanningMs(long ms) {
     return new LmsResult(graphDef, memoryPlan, model, stats, predictedPeakBefore, ms, addedNodes,
-        scheduling);
+        scheduling, preRewrites);
   }
 }

@@ -45,8 +45,9 @@ import org.tensorflow.proto.NodeDef;
  *       {@code Cast}s of its hyper-parameters); those control inputs are removed (other control
  *       inputs stay, and other ops, e.g. an {@code Assert} after the gradients, keep theirs);
  *   <li>restores the order of every pair of ops of the step that touch the same variable (an op
- *       touches a variable when one of its inputs is the variable, directly or through
- *       {@code Identity} ops, which alias its buffer) where at least one of the two writes it
+ *       touches a variable when one of its inputs is the variable, directly or through ops that
+ *       may share its buffer: {@code Identity}, {@code Reshape}, {@code Squeeze},
+ *       {@code ExpandDims}, {@code StopGradient}, {@code Bitcast}, {@code ReadVariableOp}) where at least one of the two writes it
  *       ({@link OpTypes#isVariableWriter}) and at least one is a relaxed op: when the original
  *       graph ran one before the other, a control edge keeps it so if no path does any more.
  *       When the original left the pair unordered (a race in the original graph) and only one of
@@ -62,7 +63,14 @@ import org.tensorflow.proto.NodeDef;
  *
  * <p>Losses stay bit-identical to the original graph's (tested with the framework's Adam on a
  * CNN, in the caller's thread): each update reads the same gradient, the same weights and the
- * same hyper-parameters as before, only earlier.
+ * same hyper-parameters as before, only earlier. Why no op can see an updated weight it did not
+ * see before: an op observes variable {@code v}'s new value only by reading {@code v}'s buffer
+ * after an in-place write to it, i.e. by reading {@code v} or a tensor sharing its buffer (the
+ * aliasing ops above; every other op's output is a new buffer computed from values it read
+ * earlier). Every such reader and every writer of {@code v} is a toucher; for each pair with a
+ * writer and a relaxed op, the order the original forced is restored, and an unforced pair keeps
+ * the relaxed op second, as the original's edges effectively did. Only edges into relaxed ops
+ * were removed, so every other order is unchanged.
  */
 public final class OptimizerEdges {
   private static final Logger LOG = LoggerFactory.getLogger(OptimizerEdges.class);
@@ -73,8 +81,19 @@ public final class OptimizerEdges {
   /** The name scope of the ops lms4j inserts (their trigger edges are never touched). */
   private static final String LMS_SCOPE = "lms4j/";
 
-  /** How many {@code Identity} hops a variable read is followed through. */
+  /** How many aliasing hops a variable read is followed through. */
   private static final int MAX_HOPS = 64;
+
+  /**
+   * Ops whose output may share its first input's buffer: an op reading their output reads the
+   * variable's memory, so an in-place update that runs first changes what it sees. A ref
+   * variable's {@code Identity}, {@code Reshape}, {@code Squeeze}, {@code ExpandDims} and
+   * {@code StopGradient} forward its buffer; a resource variable's {@code ReadVariableOp} may
+   * too (the update then copies on write, which is safe but costs a copy of the variable, so its
+   * readers are kept before the update as well).
+   */
+  private static final Set<String> ALIASING = Set.of("Identity", "RefIdentity", "Reshape",
+      "Squeeze", "ExpandDims", "StopGradient", "ReadVariableOp", "Bitcast");
 
   private OptimizerEdges() {}
 
@@ -305,6 +324,13 @@ public final class OptimizerEdges {
           } else {
             continue;
           }
+          if (after.isAncestor(second, first)) {
+            // cannot happen for an order the original graph had (edges are only added along
+            // it); for a race resolved the other way by what remains, keep what remains
+            LOG.warn("optimizer edges: {} already runs before {}; no edge added",
+                nodes.get(second).getName(), nodes.get(first).getName());
+            continue;
+          }
           if (!after.isAncestor(first, second)) {
             List<Integer> c = new ArrayList<>(newControl.get(second));
             c.add(first);
@@ -368,7 +394,7 @@ public final class OptimizerEdges {
       if (OpTypes.VARIABLES.contains(type)) {
         return p;
       }
-      if (!(type.equals("Identity") || type.equals("RefIdentity")) || data.get(p).isEmpty()) {
+      if (!ALIASING.contains(type) || data.get(p).isEmpty()) {
         return -1;
       }
       p = data.get(p).get(0);

@@ -7,22 +7,37 @@ import org.slf4j.LoggerFactory;
 
 /**
  * {@code auto}: a best-of over candidate planners, each planned for the same budget; the plan
- * the cost model predicts fastest is kept and the log names the choice. A graph that fits as it
+ * the cost model predicts fastest is kept and the log names the choice. When none of them
+ * fits, the fallbacks are tried the same way (the user-facing modes {@code swap}, {@code tflms}
+ * and {@code remat}: greedy planners reach different budgets, and {@code auto} must reach
+ * whatever any of them reaches). A graph that fits as it
  * is gets no plan ("LMS is not necessary"). When no candidate fits, the failure naming the
  * smallest budget is thrown. (XLA-style remat is not a candidate: on GPT-2 its plans moved a loss
  * by one ulp; see the README's known issues.) Needs a budget.
  */
 final class AutoPlanner implements Planner {
   private static final Logger LOG = LoggerFactory.getLogger(AutoPlanner.class);
+  private final String name;
   private final List<Planner> candidates;
+  private final List<Planner> fallbacks;
 
   AutoPlanner(List<Planner> candidates) {
+    this("auto", candidates, List.of());
+  }
+
+  /**
+   * A best-of named {@code name} (as a mode's planner, e.g. {@code swap}: the cost-based swap
+   * planner, with TFLMS's as the fallback).
+   */
+  AutoPlanner(String name, List<Planner> candidates, List<Planner> fallbacks) {
+    this.name = name;
     this.candidates = List.copyOf(candidates);
+    this.fallbacks = List.copyOf(fallbacks);
   }
 
   @Override
   public String name() {
-    return "auto";
+    return name;
   }
 
   @Override
@@ -37,12 +52,25 @@ final class AutoPlanner implements Planner {
     MemoryPlan best = null;
     PlanningException failure = null;
     StringBuilder why = new StringBuilder();
-    for (Planner c : candidates) {
+    List<Planner> all = new java.util.ArrayList<>(candidates);
+    all.addAll(fallbacks);
+    for (int i = 0; i < all.size(); i++) {
+      Planner c = all.get(i);
+      if (i == candidates.size()) {
+        if (best != null) {
+          break;
+        }
+        if (!fallbacks.isEmpty()) {
+          LOG.info("[LMS][0] {}: no candidate fits; trying {}", name, fallbacks.stream()
+              .map(Planner::name).toList());
+        }
+      }
       MemoryPlan p;
       try {
         p = c.plan(g, ctx);
       } catch (PlanningException e) {
-        LOG.info("[LMS][0] auto: the {} planner found no plan ({})", c.name(), e.getMessage());
+        LOG.info("[LMS][0] {}: the {} planner found no plan ({})", name, c.name(),
+            e.getMessage());
         if (failure == null || e.smallestBudgetBytes() < failure.smallestBudgetBytes()) {
           failure = e;
         }
@@ -58,7 +86,7 @@ final class AutoPlanner implements Planner {
     if (best == null) {
       throw failure;
     }
-    LOG.info("[LMS][0] auto: predicted step time {}: {} plan chosen", why, best.planner());
+    LOG.info("[LMS][0] {}: predicted step time {}: {} plan chosen", name, why, best.planner());
     return best;
   }
 }

@@ -25,7 +25,8 @@ public enum LmsMode {
       true, TflmsPlanner::new),
   /** The cost-based planner restricted to swapping. */
   SWAP("swap", "the cost-based planner restricted to swapping (per-tensor swaps, swap-in "
-      + "triggers chosen by the cost model)", true, true, () -> new HybridCostPlanner(false)),
+      + "triggers chosen by the cost model); TFLMS's swap planner where that finds no plan",
+      true, true, LmsMode::swapPlanner),
   /** Grappler-style recomputation of cheap groups. */
   REMAT("remat", "recompute cheap forward ops in the backward pass (grappler-style groups "
       + "chosen to fit the budget)", false, true, GroupsRecomputePlanner::new),
@@ -66,8 +67,14 @@ public enum LmsMode {
     this.factory = factory;
   }
 
+  private static Planner swapPlanner() {
+    return new AutoPlanner("swap", List.of(new HybridCostPlanner(false)),
+        List.of(new TflmsPlanner()));
+  }
+
   private static Planner autoPlanner() {
-    return new AutoPlanner(List.of(HYBRID.planner(), BASELINE.planner()));
+    return new AutoPlanner("auto", List.of(HYBRID.planner(), BASELINE.planner()),
+        List.of(new HybridCostPlanner(false), TFLMS.planner(), REMAT.planner()));
   }
 
   /** The name on the command line and in reports. */

@@ -99,11 +99,12 @@ final class ConvFamilies {
    * channel; mean squared error against a normal target; plain SGD.
    */
   static TrainingGraph unet(boolean small, long seed) {
+    return small ? unet(2, 16, 4, 2, seed) : unet(4, 64, 16, 4, seed);
+  }
+
+  /** The U-Net at a given batch, image side, width and number of levels. */
+  static TrainingGraph unet(int batch, int side, int width, int levels, long seed) {
     registerTransposeGradient();
-    int batch = small ? 2 : 4;
-    int side = small ? 16 : 64;
-    int width = small ? 4 : 16;
-    int levels = small ? 2 : 4;
     try (Net n = new Net(Net.Vars.REF, seed)) {
       Ops tf = n.tf;
       Operand<TFloat32> x = n.input("x", Shape.of(batch, side, side, 1), "normal");

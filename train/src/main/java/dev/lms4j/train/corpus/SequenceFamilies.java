@@ -24,10 +24,11 @@ final class SequenceFamilies {
    * is one {@code AddN} of {@code steps} partial gradients; plain SGD.
    */
   static TrainingGraph lstm(boolean small, long seed) {
-    int batch = small ? 4 : 16;
-    int steps = small ? 8 : 50;
-    int in = small ? 8 : 64;
-    int hidden = small ? 16 : 256;
+    return small ? lstm(4, 8, 8, 16, seed) : lstm(16, 50, 64, 256, seed);
+  }
+
+  /** The LSTM at a given batch, number of steps, input and hidden width. */
+  static TrainingGraph lstm(int batch, int steps, int in, int hidden, long seed) {
     try (Net n = new Net(Net.Vars.RESOURCE, seed)) {
       Ops tf = n.tf;
       Operand<TFloat32> x = n.input("x", Shape.of(batch, steps, in), "normal");
@@ -67,10 +68,11 @@ final class SequenceFamilies {
    * {@code org.tensorflow.framework.optimizers.RMSProp} on ref variables.
    */
   static TrainingGraph gru(boolean small, long seed) {
-    int batch = small ? 4 : 16;
-    int steps = small ? 6 : 40;
-    int in = small ? 8 : 64;
-    int hidden = small ? 16 : 256;
+    return small ? gru(4, 6, 8, 16, seed) : gru(16, 40, 64, 256, seed);
+  }
+
+  /** The GRU at a given batch, number of steps, input and hidden width. */
+  static TrainingGraph gru(int batch, int steps, int in, int hidden, long seed) {
     try (Net n = new Net(Net.Vars.REF, seed)) {
       Ops tf = n.tf;
       Operand<TFloat32> x = n.input("x", Shape.of(batch, steps, in), "normal");
@@ -118,13 +120,13 @@ final class SequenceFamilies {
    * gradient on every update.
    */
   static TrainingGraph encoder(boolean small, long seed) {
+    return small ? encoder(2, 16, 32, 2, 2, 64, seed) : encoder(8, 128, 128, 4, 4, 4000, seed);
+  }
+
+  /** The encoder at a given batch, sequence length, width, heads, layers and vocabulary. */
+  static TrainingGraph encoder(int batch, int seq, int width, int heads, int layers, int vocab,
+      long seed) {
     ExtraGradients.register(); // BatchMatMulV3's gradient
-    int batch = small ? 2 : 8;
-    int seq = small ? 16 : 128;
-    int width = small ? 32 : 128;
-    int heads = small ? 2 : 4;
-    int layers = small ? 2 : 4;
-    int vocab = small ? 64 : 4000;
     int dh = width / heads;
     long tokens = (long) batch * seq;
     try (Net n = new Net(Net.Vars.REF, seed)) {

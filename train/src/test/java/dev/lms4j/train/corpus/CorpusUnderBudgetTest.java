@@ -1,0 +1,168 @@
+package dev.lms4j.train.corpus;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.SessionConfigs;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.RunResult;
+import dev.lms4j.tf.run.StepLoop;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.proto.RewriterConfig;
+
+/**
+ * Corpus families ({@link Corpus.Size#TEST}) under a real budget (a worker JVM under the BFC
+ * limit) at which the unmodified graph runs out of memory: each lms4j mode that can plan there
+ * trains 3 steps with losses bit-identical to the unbudgeted run's, and the rewrites before
+ * planning ({@code GradientSums}, {@code OptimizerEdges}) are what make the RNN plannable.
+ *
+ * <p>Only non-convolutional families carry budgeted assertions: without AVX-512, oneDNN's
+ * convolution gradients take scratch memory the simulator does not model (issue 15), so the
+ * U-Net is measured by the benchmark instead ({@code docs/bench/corpus-i14.md}).
+ *
+ * <p>Budgets (the simulator's figures, memory ratio 0.8, measured on this machine):
+ * <ul>
+ *   <li>lstm (batch 8, 24 steps, hidden 128, 2 layers): the unbudgeted step peaks at 20.1 MiB
+ *       (traced), set by the two 24-input gradient AddNs of the shared kernels (24 x 320 KiB
+ *       each, all alive until the last arrives). As running accumulations the simulated peak is
+ *       4.79 MiB. At 5 MiB (limit 4.0 MiB) the planners must still plan on top of that: tflms,
+ *       swap and auto reach 4.46 MiB budgets; recomputation alone only 5.83 MiB (it can lower
+ *       the simulated peak from 4.79 to 4.66 MiB), so remat says so. Without the rewrites every
+ *       mode refuses anything below 24 MiB.</li>
+ *   <li>encoder (batch 4, seq 64, width 64, 2 layers, vocabulary 2000, framework Adam): the
+ *       unbudgeted peak is 14.6 MiB; weights, Adam's slots and the largest op (softmax over the
+ *       vocabulary) set a floor of about 10 MiB, so swapping plans down to a 12.5 MiB budget and
+ *       recomputation alone not below 14.6 MiB. At 13 MiB: no-LMS runs out of memory, auto,
+ *       swap and tflms train, remat says it cannot (naming the smallest budget).</li>
+ * </ul>
+ *
+ * <p>Known deviation, not yet explained: on the encoder at 13 MiB, auto's hybrid plan (21 swaps,
+ * 10 recomputed element-wise ops of the layer norms and the tanh-GELU) moves the second loss by
+ * about 1e-7 relative (8.471007347106934 instead of 8.47100830078125), with or without the
+ * relaxed optimizer edges and with oneDNN off alike; the swap-only plans are bit-identical.
+ * It is checked to 1e-6 relative here and named in the report of issue 14.
+ */
+class CorpusUnderBudgetTest {
+  private static final long MIB = 1 << 20;
+  private static final int STEPS = 3;
+
+  @Test
+  void lstmTrainsInEveryModeWhereNoLmsRunsOutOfMemory() throws Exception {
+    TrainingGraph tg = Corpus.Family.LSTM.build(Corpus.Size.TEST, 42);
+    long budget = 5 * MIB;
+    double[] reference = referenceLosses(tg);
+    assertOom(tg, budget);
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+        .rewrite(tg)).isInstanceOf(PlanningException.class)
+        .hasMessageContaining("smallest budget");
+    for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS)) {
+      LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
+      assertThat(lr.preRewrites().gradientSums()).as(mode.cliName()).isEqualTo(2);
+      // the planner itself planned, beyond the running accumulations
+      assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
+      assertThat(lr.predictedPeakAfter()).as(mode.cliName())
+          .isLessThanOrEqualTo((long) (budget * 0.8));
+      assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
+    }
+    // without the rewrites, the n-input sums set a floor above this budget
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO).gradientSums(false)
+        .optimizerEdges(false).build().rewrite(tg)).isInstanceOf(PlanningException.class);
+  }
+
+  @Test
+  void encoderWithFrameworkAdamTrainsWhereNoLmsRunsOutOfMemory() throws Exception {
+    TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.TEST, 42);
+    long budget = 13 * MIB;
+    double[] reference = referenceLosses(tg);
+    assertOom(tg, budget);
+    for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS)) {
+      LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
+      assertThat(lr.preRewrites().optimizerEdgesRemoved()).as(mode.cliName()).isPositive();
+      assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
+      if (mode == LmsMode.AUTO) {
+        assertTrainsCloseToTheReference(mode.cliName(), lr, tg, budget, reference, 1e-6);
+      } else {
+        assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
+      }
+    }
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+        .rewrite(tg)).isInstanceOf(PlanningException.class)
+        .hasMessageContaining("smallest budget");
+  }
+
+  /**
+   * At a budget where TensorFlow trains the unmodified graph (its measured unbudgeted peak,
+   * rounded up), {@code auto} plans; before the rewrites it refused the lstm there.
+   */
+  @Test
+  void autoNeverRefusesWhereTensorFlowTrains() {
+    TrainingGraph lstm = Corpus.Family.LSTM.build(Corpus.Size.TEST, 42);
+    long tfTrains = 21 * MIB; // measured unbudgeted peak 20.1 MiB
+    assertThat(Lms.builder().budget(tfTrains).mode(LmsMode.AUTO).build().rewrite(lstm)
+        .predictedPeakAfter()).isLessThanOrEqualTo((long) (tfTrains * 0.8));
+    assertThatThrownBy(() -> Lms.builder().budget(tfTrains).mode(LmsMode.AUTO)
+        .gradientSums(false).build().rewrite(lstm)).isInstanceOf(PlanningException.class);
+  }
+
+  /**
+   * The rewrites before planning change no loss: the GRU (framework RMSProp: sums and
+   * optimizer edges) and the encoder (framework Adam), run unbudgeted in this JVM.
+   */
+  @Test
+  void rewritesBeforePlanningKeepLossesBitIdentical() {
+    // budgets below each graph's peak (gru 5.4 MiB simulated, encoder 14.7), so the rewrites run
+    for (Corpus.Family f : List.of(Corpus.Family.GRU, Corpus.Family.ENCODER)) {
+      TrainingGraph tg = f.build(Corpus.Size.TEST, 7);
+      long budget = (f == Corpus.Family.GRU ? 4 : 13) * MIB;
+      LmsResult lr = Lms.builder().budget(budget).mode(LmsMode.TFLMS).build().rewrite(tg);
+      assertThat(lr.preRewrites().gradientSums()).as(f.label()).isPositive();
+      assertThat(lr.preRewrites().optimizerEdgesRemoved()).as(f.label()).isPositive();
+      TrainingGraph pre = new TrainingGraph(lr.graphDef(), tg.manifest());
+      assertThat(referenceLosses(pre)).as(f.label()).containsExactly(referenceLosses(tg));
+    }
+  }
+
+  private static void assertOom(TrainingGraph tg, long budget) throws Exception {
+    RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(off.fits()).as(off.toString()).isFalse();
+    assertThat(off.oom()).as(off.toString()).isTrue();
+  }
+
+  private static void assertTrainsLikeTheReference(String what, LmsResult lr, TrainingGraph tg,
+      long budget, double[] reference) throws Exception {
+    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(what + ": " + on).isTrue();
+    assertThat(on.losses()).as(what).containsExactly(reference);
+    assertThat(on.peakBytes()).as(what).isLessThanOrEqualTo(budget);
+  }
+
+  private static void assertTrainsCloseToTheReference(String what, LmsResult lr,
+      TrainingGraph tg, long budget, double[] reference, double relative) throws Exception {
+    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(what + ": " + on).isTrue();
+    assertThat(on.losses()).hasSameSizeAs(reference);
+    for (int i = 0; i < reference.length; i++) {
+      assertThat(on.losses()[i]).as("%s loss %d", what, i + 1).isCloseTo(reference[i],
+          org.assertj.core.data.Percentage.withPercentage(relative * 100));
+    }
+  }
+
+  /** The unbudgeted losses: the worker's step loop and session config, in this JVM. */
+  private static double[] referenceLosses(TrainingGraph tg) {
+    BudgetedRunner.Options o = BudgetedRunner.Options.of(0, STEPS);
+    List<Double> losses = new ArrayList<>();
+    StepLoop.run(tg.graphDef(), tg.manifest(),
+        SessionConfigs.build(o.deterministic(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
+        STEPS, o.seed(), rec -> losses.add(rec.loss()));
+    return losses.stream().mapToDouble(Double::doubleValue).toArray();
+  }
+}
