@@ -29,7 +29,13 @@ import org.tensorflow.proto.GraphDef;
  *
  * <p>Rounding. TensorFlow's CPU {@code AddN} kernel adds its inputs left to right in input order,
  * so a chain in input order ({@link Order#INPUT}, the default) gives bit-identical sums (checked
- * on the corpus' unrolled LSTM and GRU: losses equal to the last bit). {@code Graph.addGradients}
+ * on the corpus' unrolled LSTM and GRU: losses equal to the last bit). One exception TensorFlow
+ * imposes: grappler's arithmetic optimizer may rewrite the unmodified graph's AddN (the chain's
+ * adds are tagged so that it leaves them alone), and then the reference does not add in input
+ * order: on the zoo's gpt2 a loss moves by a few ulps (5.5729570388793945 instead of
+ * 5.572957515716553); with arithmetic optimization off both agree bit for bit
+ * ({@code GradientSumsRoundingTest}). {@code LmsBuilder.gradientSums(false)} /
+ * {@code --no-gradient-sums} turns the rewrite off. {@code Graph.addGradients}
  * lists a node's partial gradients in the order back-propagation produced them, which is the
  * order they arrive in, so the input order already frees each partial at once there.
  * {@link Order#ARRIVAL} adds in the order of the levelled schedule instead, for graphs whose

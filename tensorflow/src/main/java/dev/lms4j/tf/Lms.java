@@ -74,6 +74,7 @@ public final class Lms {
   private final Path dumpDot;
   private final GradientSums.Options gradientSums;
   private final boolean optimizerEdges;
+  private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
   private final LmsBuilder source;
 
@@ -93,6 +94,7 @@ public final class Lms {
     this.dumpDot = b.dumpDot;
     this.gradientSums = b.gradientSums;
     this.optimizerEdges = b.optimizerEdges;
+    this.scratch = b.scratch;
     LmsMode m = b.mode != null ? b.mode
         : budget.isSet() || !params.autoTune() ? LmsMode.AUTO : LmsMode.OFF;
     this.mode = m.with(params);
@@ -127,6 +129,18 @@ public final class Lms {
       c.budget(b.bytes());
     }
     return c.build();
+  }
+
+  /**
+   * The same configuration planning with measured kernel scratch (see
+   * {@link LmsBuilder#scratch}): how a probe whose plan ran out of memory re-plans with the
+   * scratch a traced step measured ({@code dev.lms4j.tf.run.Probe}).
+   *
+   * @param byOpName scratch bytes by op name
+   * @return a new instance; this one is unchanged
+   */
+  public Lms withScratch(Map<String, Long> byOpName) {
+    return source.copy().scratch(byOpName).build();
   }
 
   /** The mode this instance plans in (the default resolved). */
@@ -219,8 +233,7 @@ public final class Lms {
       Set<String> runOps) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
-    DataflowGraph model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
-        backwardScope, runOps);
+    DataflowGraph model = importModel(gd, feedShapes, runOps);
     GraphStats stats = GraphStats.of(model).logged();
     long before = SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params));
     if (SwapRewriter.isRewritten(gd) || model.isRewritten()) {
@@ -247,8 +260,7 @@ public final class Lms {
           gd = r.graphDef();
           removed = r.removedEdges();
           addedEdges = r.addedEdges();
-          model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(), backwardScope,
-              runOps);
+          model = importModel(gd, feedShapes, runOps);
         }
       } else if (optimizerEdges) {
         LOG.info("[LMS][0] Optimizer edges left as they are: the ops a step runs are not known");
@@ -259,8 +271,7 @@ public final class Lms {
         if (!chains.isEmpty()) {
           gd = AddNRewriter.rewrite(gd, chains);
           sums = chains.size();
-          model = GraphImporter.importGraph(gd, feedShapes, params.batchSize(), backwardScope,
-              runOps);
+          model = importModel(gd, feedShapes, runOps);
         }
       }
       if (gd != given) {
@@ -307,6 +318,14 @@ public final class Lms {
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
+  }
+
+  /** The graph model of {@code gd}, with the measured scratch when there is some. */
+  private DataflowGraph importModel(GraphDef gd, Map<String, long[]> feedShapes,
+      Set<String> runOps) {
+    DataflowGraph m = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
+        backwardScope, runOps);
+    return scratch.isEmpty() ? m : m.withScratch(scratch);
   }
 
   /** The planning context for {@code model} (the tensor policy from {@link PolicySources}). */

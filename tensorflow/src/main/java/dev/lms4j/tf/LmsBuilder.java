@@ -7,6 +7,7 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.schedule.Scheduling;
 import java.nio.file.Path;
 import java.util.Collection;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 
@@ -35,6 +36,7 @@ public final class LmsBuilder implements Cloneable {
   Path dumpDot;
   GradientSums.Options gradientSums = GradientSums.Options.defaults();
   boolean optimizerEdges = true;
+  Map<String, Long> scratch = Map.of();
 
   LmsBuilder() {}
 
@@ -189,6 +191,20 @@ public final class LmsBuilder implements Cloneable {
   /** Directory for the disk tier's swap files. */
   public LmsBuilder swapDir(Path dir) {
     this.swapDir = dir;
+    return this;
+  }
+
+  /**
+   * Kernel scratch measured per op (bytes, by op name), e.g. from a traced step
+   * ({@link ScratchTrace#scratchByOp()}): the graph model takes it instead of its estimates
+   * ({@code DataflowGraph.withScratch}), so every planner plans with what was measured. Ops not
+   * named keep their estimate.
+   *
+   * @param byOpName scratch bytes by op name (not null; may be empty)
+   * @return this builder
+   */
+  public LmsBuilder scratch(Map<String, Long> byOpName) {
+    this.scratch = Map.copyOf(Objects.requireNonNull(byOpName, "scratch"));
     return this;
   }
 

@@ -154,6 +154,16 @@ class ZooUnderBudgetTest {
 
   private static void assertTrainsLikeTheReference(LmsResult lr, TrainingGraph tg, long budget,
       double[] reference) throws Exception {
+    if (lr.preRewrites().gradientSums() > 0) {
+      // Named reason (GradientSumsRoundingTest): grappler's arithmetic optimizer rewrites the
+      // unmodified graph's AddNs of partial gradients, so the reference does not sum them in
+      // input order, while the running accumulations that replace them (tagged so grappler
+      // leaves them alone) do; with arithmetic optimization off both agree bit for bit. On
+      // gpt2 this moves the second loss by a few ulps (5.5729570388793945, not
+      // 5.572957515716553).
+      assertTrainsCloseToTheReference(lr, tg, budget, reference, 1e-6);
+      return;
+    }
     RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
         BudgetedRunner.Options.of(budget, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();

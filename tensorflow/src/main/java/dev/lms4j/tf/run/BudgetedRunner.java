@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -74,6 +75,7 @@ public final class BudgetedRunner {
       long[] peak = {-1};
       String[] allocator = {"none"};
       String[] event = {null};
+      Map<String, Long> scratch = new java.util.concurrent.ConcurrentHashMap<>();
       String[] message = {null};
       WorkerProcess.Outcome w = WorkerProcess.run(StepWorker.class.getName(), List.of(
           pb.toString(), mf.toString(), Integer.toString(o.steps()), Long.toString(o.seed()),
@@ -89,6 +91,8 @@ public final class BudgetedRunner {
               }
               case "done" -> {
                 peak[0] = n.get("peak_bytes").asLong();
+                n.path("scratch").fields().forEachRemaining(e ->
+                    scratch.put(e.getKey(), e.getValue().asLong()));
                 allocator[0] = n.get("allocator").asText();
                 event[0] = ev;
               }
@@ -102,7 +106,7 @@ public final class BudgetedRunner {
         return new RunResult(true, false, steps, peak[0],
             "RunMetadata step stats (FULL_TRACE, step 2, or 1 when it is the only one): max "
                 + "allocator_bytes_in_use of "
-                + allocator[0], null);
+                + allocator[0], null, scratch);
       }
       if (w.oom() || "oom".equals(event[0])) {
         return new RunResult(false, true, steps, -1, "none", "OOM under a budget of "

@@ -2,6 +2,7 @@ package dev.lms4j.tf.run;
 
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The outcome of training steps run in a worker.
@@ -13,11 +14,20 @@ import java.util.List;
  *                    {@code RunMetadata} step stats (-1 when not measured)
  * @param peakSource  how {@code peakBytes} was measured
  * @param error       what went wrong, or null
+ * @param scratchByOp each op's kernel scratch in the traced step, bytes by op name
+ *                    ({@code dev.lms4j.tf.ScratchTrace}); empty when not measured
  */
 public record RunResult(boolean fits, boolean oom, List<StepRecord> steps, long peakBytes,
-    String peakSource, String error) {
+    String peakSource, String error, Map<String, Long> scratchByOp) {
   public RunResult {
     steps = List.copyOf(steps);
+    scratchByOp = Map.copyOf(scratchByOp);
+  }
+
+  /** A result without scratch figures. */
+  public RunResult(boolean fits, boolean oom, List<StepRecord> steps, long peakBytes,
+      String peakSource, String error) {
+    this(fits, oom, steps, peakBytes, peakSource, error, Map.of());
   }
 
   /**

@@ -1,8 +1,11 @@
 package dev.lms4j.tf.run;
 
+
 import dev.lms4j.tf.Manifest;
+import dev.lms4j.tf.ScratchTrace;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
 import org.tensorflow.Graph;
 import org.tensorflow.Result;
@@ -25,8 +28,25 @@ import org.tensorflow.types.TFloat64;
 public final class StepLoop {
   private StepLoop() {}
 
-  /** Allocator statistics of a traced step. */
-  public record Trace(long peakBytes, String allocator) {}
+  /**
+   * Allocator statistics of a traced step.
+   *
+   * @param peakBytes the highest {@code allocator_bytes_in_use} (-1 when none was reported)
+   * @param allocator the allocator that reported it
+   * @param scratch   each op's kernel scratch ({@link ScratchTrace#scratchByOp()}), bytes by
+   *                  op name; empty when the step was not traced
+   */
+  public record Trace(long peakBytes, String allocator, Map<String, Long> scratch) {
+    /** Checks and copies. */
+    public Trace {
+      scratch = Map.copyOf(scratch);
+    }
+
+    /** A trace without scratch figures. */
+    public Trace(long peakBytes, String allocator) {
+      this(peakBytes, allocator, Map.of());
+    }
+  }
 
   /**
    * Runs the steps; each finished step is passed to {@code onStep} at once (so a supervisor
@@ -95,7 +115,7 @@ public final class StepLoop {
         }
       }
     }
-    return new Trace(peak, alloc);
+    return new Trace(peak, alloc, ScratchTrace.of(ss).scratchByOp());
   }
 
   /**

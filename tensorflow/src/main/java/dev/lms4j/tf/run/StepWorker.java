@@ -41,8 +41,11 @@ public final class StepWorker {
             .put("loss", rec.loss()).put("ms", rec.ms()).put("traced", rec.traced());
         out.println(PREFIX + n);
       });
-      out.println(PREFIX + json.createObjectNode().put("event", "done")
-          .put("peak_bytes", t.peakBytes()).put("allocator", t.allocator()));
+      ObjectNode done = json.createObjectNode().put("event", "done")
+          .put("peak_bytes", t.peakBytes()).put("allocator", t.allocator());
+      ObjectNode scratch = done.putObject("scratch");
+      t.scratch().forEach(scratch::put);
+      out.println(PREFIX + done);
     } catch (TFResourceExhaustedException e) {
       out.println(PREFIX + json.createObjectNode().put("event", "oom")
           .put("message", firstLine(e.getMessage())));
