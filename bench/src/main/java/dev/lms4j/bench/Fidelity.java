@@ -134,20 +134,24 @@ public final class Fidelity {
     Files.writeString(outDir.resolve("fidelity.md"), markdown(root));
   }
 
+  /** One traced step of {@code tg} in a worker JVM without a budget. */
+  private static ScratchTrace traceUnbudgeted(TrainingGraph tg) throws IOException {
+    Path dir = Files.createTempDirectory("lms4j-fidelity");
+    try {
+      tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
+      return TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
+          BudgetedRunner.UNBUDGETED_MIB);
+    } finally {
+      deleteTree(dir);
+    }
+  }
+
   /** One case: trace, per-op comparison, bisections. */
   static ObjectNode measure(Case c, PrintStream out) throws IOException {
     ObjectNode node = JSON.createObjectNode().put("graph", c.label());
     TrainingGraph tg = c.build().get();
     DataflowGraph estimated = model(tg);
-    Path dir = Files.createTempDirectory("lms4j-fidelity");
-    ScratchTrace trace;
-    try {
-      tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
-      trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
-          BudgetedRunner.UNBUDGETED_MIB);
-    } finally {
-      deleteTree(dir);
-    }
+    ScratchTrace trace = traceUnbudgeted(tg);
     Comparison cmp = compare(estimated, trace);
     out.println(cmp.table(c.label(), TOP));
     node.put("ops", estimated.size())
@@ -236,15 +240,7 @@ public final class Fidelity {
           .findFirst().orElseThrow(() -> new IllegalArgumentException("unknown graph "
               + gn.path("graph").asText()));
       TrainingGraph tg = c.build().get();
-      Path dir = Files.createTempDirectory("lms4j-fidelity");
-      ScratchTrace trace;
-      try {
-        tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
-        trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),
-            BudgetedRunner.UNBUDGETED_MIB);
-      } finally {
-        deleteTree(dir);
-      }
+      ScratchTrace trace = traceUnbudgeted(tg);
       String planner = plan.path("planner").asText();
       LmsResult lr = Lms.builder().budget(plan.path("budget_bytes").asLong())
           .mode(LmsMode.AUTO).build().rewrite(tg);

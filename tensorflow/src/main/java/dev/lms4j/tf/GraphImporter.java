@@ -93,7 +93,13 @@ public final class GraphImporter {
     return b.build();
   }
 
-  private static java.util.Set<String> ancestors(GraphDef gd, java.util.Set<String> roots) {
+  /**
+   * The ops {@code roots} (tensor or op names) depend on, themselves included, through data and
+   * control inputs.
+   *
+   * @throws IllegalArgumentException when a root or an input names a missing node
+   */
+  static java.util.Set<String> ancestors(GraphDef gd, java.util.Set<String> roots) {
     Map<String, NodeDef> byName = new java.util.HashMap<>();
     for (NodeDef n : gd.getNodeList()) {
       byName.put(n.getName(), n);

@@ -3,9 +3,6 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpTypes;
-import java.util.ArrayDeque;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -76,7 +73,8 @@ public final class SerialOrder {
     }
     DataflowGraph model = GraphImporter.importGraph(gd, manifest.feedShapes(), -1, "gradients",
         manifest.runOps());
-    Set<String> init = manifest.init() == null ? Set.of() : ancestors(gd, manifest.init());
+    Set<String> init = manifest.init() == null ? Set.of()
+        : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
     for (NodeDef n : gd.getNodeList()) {
       nodes.put(n.getName(), n.toBuilder());
@@ -106,32 +104,5 @@ public final class SerialOrder {
     LOG.info("[LMS] serial order: {} ops of the step chained ({} control edges added)", chained,
         added);
     return new Result(out.build(), added, chained, null);
-  }
-
-  private static Set<String> ancestors(GraphDef gd, String root) {
-    Map<String, NodeDef> byName = new HashMap<>();
-    for (NodeDef n : gd.getNodeList()) {
-      byName.put(n.getName(), n);
-    }
-    Set<String> seen = new HashSet<>();
-    ArrayDeque<String> todo = new ArrayDeque<>();
-    todo.add(name(root));
-    while (!todo.isEmpty()) {
-      String s = todo.pop();
-      NodeDef n = byName.get(s);
-      if (n == null || !seen.add(s)) {
-        continue;
-      }
-      for (String in : n.getInputList()) {
-        todo.add(name(in));
-      }
-    }
-    return seen;
-  }
-
-  private static String name(String input) {
-    String s = input.startsWith("^") ? input.substring(1) : input;
-    int colon = s.indexOf(':');
-    return colon < 0 ? s : s.substring(0, colon);
   }
 }

@@ -6,12 +6,10 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.Lms;
-import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.Probe;
 import dev.lms4j.tf.run.RunResult;
-import dev.lms4j.tf.run.StepLoop;
 import dev.lms4j.train.corpus.ProbeGraphs;
 import dev.lms4j.train.data.SyntheticDataset;
 import dev.lms4j.train.models.ModelZoo;
@@ -71,7 +69,7 @@ class ProbeTest {
     RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
         BudgetedRunner.Options.of(budget, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).containsExactly(referenceLosses(tg));
+    assertThat(on.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
   }
 
   /**
@@ -101,7 +99,7 @@ class ProbeTest {
 
     RunResult on = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).containsExactly(referenceLosses(tg));
+    assertThat(on.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
   }
 
   /**
@@ -159,13 +157,5 @@ class ProbeTest {
     assertThat(trusting.probe()).isEmpty();
     assertThat(probing.resultOrThrow().rewritten()).isTrue();
     assertThat(with).hasSize(2).containsExactlyElementsOf(without);
-  }
-
-  /** The unbudgeted losses: the worker's step loop and session config, in this JVM. */
-  private static double[] referenceLosses(TrainingGraph tg) {
-    List<Double> losses = new ArrayList<>();
-    StepLoop.run(tg.graphDef(), tg.manifest(), SessionConfigs.lms(), STEPS, 42,
-        rec -> losses.add(rec.loss()));
-    return losses.stream().mapToDouble(Double::doubleValue).toArray();
   }
 }

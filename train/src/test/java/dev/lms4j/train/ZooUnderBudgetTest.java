@@ -7,21 +7,16 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
-import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
-import dev.lms4j.tf.run.StepLoop;
 import dev.lms4j.train.models.ModelZoo;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
-import org.tensorflow.proto.RewriterConfig;
 
 /**
  * Every model of the zoo, at a small configuration, under a budget B below what it needs
@@ -103,7 +98,7 @@ class ZooUnderBudgetTest {
         "needs oneDNN's AVX-512 convolution kernels (scratch not modelled: issue 15)");
     TrainingGraph tg = ModelZoo.getOrThrow(model).build(batch, options);
     long budget = budgetMib * MIB;
-    double[] reference = referenceLosses(tg);
+    double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertThat(reference).hasSize(STEPS);
     for (double l : reference) {
       assertThat(l).isFinite();
@@ -164,32 +159,12 @@ class ZooUnderBudgetTest {
       assertTrainsCloseToTheReference(lr, tg, budget, reference, 1e-6);
       return;
     }
-    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).containsExactly(reference);
-    assertThat(on.peakBytes()).isLessThanOrEqualTo(budget);
+    BudgetedRuns.assertTrainsLikeTheReference(lr.planner(), lr, tg, budget, reference);
   }
 
   private static void assertTrainsCloseToTheReference(LmsResult lr, TrainingGraph tg,
       long budget, double[] reference, double relative) throws Exception {
-    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).hasSameSizeAs(reference);
-    for (int i = 0; i < reference.length; i++) {
-      assertThat(on.losses()[i]).as("loss %d", i + 1)
-          .isCloseTo(reference[i], org.assertj.core.data.Percentage.withPercentage(relative * 100));
-    }
-  }
-
-  /** The unbudgeted losses: the worker's step loop and session config, in this JVM. */
-  private static double[] referenceLosses(TrainingGraph tg) {
-    BudgetedRunner.Options o = BudgetedRunner.Options.of(0, STEPS);
-    List<Double> losses = new ArrayList<>();
-    StepLoop.run(tg.graphDef(), tg.manifest(),
-        SessionConfigs.build(o.deterministic(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
-        STEPS, o.seed(), rec -> losses.add(rec.loss()));
-    return losses.stream().mapToDouble(Double::doubleValue).toArray();
+    BudgetedRuns.assertTrainsCloseToTheReference(lr.planner(), lr, tg, budget, reference,
+        relative);
   }
 }

@@ -7,15 +7,12 @@ import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
-import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
-import dev.lms4j.tf.run.StepLoop;
-import java.util.ArrayList;
+import dev.lms4j.train.BudgetedRuns;
 import java.util.List;
 import org.junit.jupiter.api.Test;
-import org.tensorflow.proto.RewriterConfig;
 
 /**
  * Corpus families ({@link Corpus.Size#TEST}) under a real budget (a worker JVM under the BFC
@@ -57,7 +54,7 @@ class CorpusUnderBudgetTest {
   void lstmTrainsInEveryModeWhereNoLmsRunsOutOfMemory() throws Exception {
     TrainingGraph tg = Corpus.Family.LSTM.build(Corpus.Size.TEST, 42);
     long budget = 5 * MIB;
-    double[] reference = referenceLosses(tg);
+    double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
         .rewrite(tg)).isInstanceOf(PlanningException.class)
@@ -69,7 +66,7 @@ class CorpusUnderBudgetTest {
       assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
       assertThat(lr.predictedPeakAfter()).as(mode.cliName())
           .isLessThanOrEqualTo((long) (budget * 0.8));
-      assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
+      BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
     }
     // without the rewrites, the n-input sums set a floor above this budget
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO).gradientSums(false)
@@ -80,16 +77,16 @@ class CorpusUnderBudgetTest {
   void encoderWithFrameworkAdamTrainsWhereNoLmsRunsOutOfMemory() throws Exception {
     TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.TEST, 42);
     long budget = 13 * MIB;
-    double[] reference = referenceLosses(tg);
+    double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
     for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS)) {
       LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
       assertThat(lr.preRewrites().optimizerEdgesRemoved()).as(mode.cliName()).isPositive();
       assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
       if (mode == LmsMode.AUTO) {
-        assertTrainsCloseToTheReference(mode.cliName(), lr, tg, budget, reference, 1e-6);
+        BudgetedRuns.assertTrainsCloseToTheReference(mode.cliName(), lr, tg, budget, reference, 1e-6);
       } else {
-        assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
+        BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
       }
     }
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
@@ -125,7 +122,8 @@ class CorpusUnderBudgetTest {
       assertThat(lr.preRewrites().gradientSums()).as(f.label()).isPositive();
       assertThat(lr.preRewrites().optimizerEdgesRemoved()).as(f.label()).isPositive();
       TrainingGraph pre = new TrainingGraph(lr.graphDef(), tg.manifest());
-      assertThat(referenceLosses(pre)).as(f.label()).containsExactly(referenceLosses(tg));
+      assertThat(BudgetedRuns.referenceLosses(pre, STEPS)).as(f.label())
+          .containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
     }
   }
 
@@ -133,36 +131,5 @@ class CorpusUnderBudgetTest {
     RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
-  }
-
-  private static void assertTrainsLikeTheReference(String what, LmsResult lr, TrainingGraph tg,
-      long budget, double[] reference) throws Exception {
-    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(what + ": " + on).isTrue();
-    assertThat(on.losses()).as(what).containsExactly(reference);
-    assertThat(on.peakBytes()).as(what).isLessThanOrEqualTo(budget);
-  }
-
-  private static void assertTrainsCloseToTheReference(String what, LmsResult lr,
-      TrainingGraph tg, long budget, double[] reference, double relative) throws Exception {
-    RunResult on = BudgetedRunner.run(new TrainingGraph(lr.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(what + ": " + on).isTrue();
-    assertThat(on.losses()).hasSameSizeAs(reference);
-    for (int i = 0; i < reference.length; i++) {
-      assertThat(on.losses()[i]).as("%s loss %d", what, i + 1).isCloseTo(reference[i],
-          org.assertj.core.data.Percentage.withPercentage(relative * 100));
-    }
-  }
-
-  /** The unbudgeted losses: the worker's step loop and session config, in this JVM. */
-  private static double[] referenceLosses(TrainingGraph tg) {
-    BudgetedRunner.Options o = BudgetedRunner.Options.of(0, STEPS);
-    List<Double> losses = new ArrayList<>();
-    StepLoop.run(tg.graphDef(), tg.manifest(),
-        SessionConfigs.build(o.deterministic(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT),
-        STEPS, o.seed(), rec -> losses.add(rec.loss()));
-    return losses.stream().mapToDouble(Double::doubleValue).toArray();
   }
 }
