@@ -20,7 +20,6 @@ import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.graph.Levels;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -69,6 +68,9 @@ public final class OptimalPlanner {
 
   /** CP-SAT's random seed: solves are reproducible. */
   public static final int SEED = 20_261_124;
+
+  /** Names of the reference's swap ops start with this, then "out/" or "in/". */
+  static final String SWAP_PREFIX = OpTypes.LMS_PREFIX + "swap";
 
   private OptimalPlanner() {}
 
@@ -135,10 +137,11 @@ public final class OptimalPlanner {
    * @param inputs      indexes of the transient tensors its producer reads
    * @param recomputeUs time of its producer, microseconds
    * @param transferUs  time of one transfer (out or in), microseconds
+   * @param id          the tensor in the graph
    */
   public record Item(String name, long bytes, int produced, int last, int[] reads,
       boolean swappable, boolean recomputable, int[] inputs, double recomputeUs,
-      double transferUs) {}
+      double transferUs, TensorId id) {}
 
   /**
    * The problem: items over {@code stages} stages, {@code residentBytes} always in memory,
@@ -150,9 +153,12 @@ public final class OptimalPlanner {
    * @param availableBytes budget times memory ratio
    * @param baseStepMs     predicted step time without LMS
    * @param onceRecomputed each tensor recomputed at most once
+   * @param order          the op at each stage (the schedule the stages are positions of)
+   * @param scratch        kernel scratch of the op at each stage, bytes (the simulator's
+   *                       {@link DataflowGraph#scratchBytes})
    */
   public record Problem(List<Item> items, int stages, long residentBytes, long availableBytes,
-      double baseStepMs, boolean onceRecomputed) {
+      double baseStepMs, boolean onceRecomputed, int[] order, long[] scratch) {
 
     /** The peak without LMS (every tensor live from producer to last reader). */
     public long peakWithoutLms() {
@@ -162,7 +168,40 @@ public final class OptimalPlanner {
           mem[k] += it.bytes();
         }
       }
-      return residentBytes + Arrays.stream(mem).max().orElse(0);
+      long max = 0;
+      for (int k = 0; k < stages; k++) {
+        max = Math.max(max, mem[k] + scratch[k]);
+      }
+      return residentBytes + max;
+    }
+
+    /**
+     * The least memory any plan needs: resident bytes plus, at the worst stage, the tensors that
+     * must be in memory there (produced or read there, or neither swappable nor recomputable)
+     * and the stage's scratch. No plan of this model fits below it.
+     */
+    public long floorBytes() {
+      long[] mem = new long[stages];
+      for (Item it : items) {
+        boolean movable = it.swappable() || it.recomputable();
+        mem[it.produced()] += it.bytes();
+        if (!movable) {
+          for (int k = it.produced() + 1; k <= it.last(); k++) {
+            mem[k] += it.bytes();
+          }
+        } else {
+          for (int k : it.reads()) {
+            if (k != it.produced()) {
+              mem[k] += it.bytes();
+            }
+          }
+        }
+      }
+      long max = 0;
+      for (int k = 0; k < stages; k++) {
+        max = Math.max(max, mem[k] + scratch[k]);
+      }
+      return residentBytes + max;
     }
   }
 
@@ -179,16 +218,28 @@ public final class OptimalPlanner {
    * @param recomputed recomputations
    * @param solveMs    wall time of the solve
    * @param decisions  what the solution does, one line per tensor ("f3:0 swap-in at 41", ...)
+   * @param moves      the same, as values: each swap-in and recomputation with its stage
    */
   public record Result(String status, boolean feasible, boolean optimal, double stepMs,
       double baseStepMs, double boundMs, int swapped, int recomputed, long solveMs,
-      List<String> decisions) {
+      List<String> decisions, List<Move> moves) {
 
     /** Predicted time added to a step, milliseconds. */
     public double overheadMs() {
       return stepMs - baseStepMs;
     }
   }
+
+  /**
+   * One decision of a solution: item {@code item} comes back to memory just before stage
+   * {@code stage}, by running its producer again ({@code recompute}) or by a swap-in (then the
+   * item is swapped out once, after its producer).
+   *
+   * @param item      index into {@link Problem#items()}
+   * @param stage     the stage it is back for
+   * @param recompute recomputed (true) or swapped in (false)
+   */
+  public record Move(int item, int stage, boolean recompute) {}
 
   /** Builds the problem of {@code g} (levelled schedule, simulator accounting). */
   public static Problem problem(DataflowGraph g, Options o) {
@@ -248,10 +299,14 @@ public final class OptimalPlanner {
       items.add(new Item(g.tensorName(tid), t.bytes(), p, last,
           reads.stream().mapToInt(Integer::intValue).toArray(), swappable, recomputable,
           inputs.stream().mapToInt(Integer::intValue).toArray(), cm.opUs(g, prod),
-          cm.transferUs(t.bytes(), o.tier())));
+          cm.transferUs(t.bytes(), o.tier()), tid));
+    }
+    long[] scratch = new long[order.length];
+    for (int k = 0; k < order.length; k++) {
+      scratch[k] = g.scratchBytes(order[k]);
     }
     return new Problem(items, g.size(), resident, (long) (o.budgetBytes() * o.memRatio()),
-        cm.computeMs(g), o.onceRecomputed());
+        cm.computeMs(g), o.onceRecomputed(), order, scratch);
   }
 
   /** Solves for {@code g}. */
@@ -386,11 +441,12 @@ public final class OptimalPlanner {
           mem.addTerm(l, items.get(e[0]).bytes());
         }
       }
-      if (fixed > avail) {
+      long room = avail - fixed - pr.scratch()[k];
+      if (room < 0) {
         return new Result("INFEASIBLE", false, false, Double.NaN, pr.baseStepMs(), Double.NaN,
-            0, 0, (System.nanoTime() - t0) / 1_000_000, List.of());
+            0, 0, (System.nanoTime() - t0) / 1_000_000, List.of(), List.of());
       }
-      m.addLessOrEqual(mem, avail - fixed);
+      m.addLessOrEqual(mem, room);
     }
     m.minimize(cost);
     CpSolver solver = new CpSolver();
@@ -405,20 +461,23 @@ public final class OptimalPlanner {
     boolean feasible = st == CpSolverStatus.OPTIMAL || st == CpSolverStatus.FEASIBLE;
     if (!feasible) {
       return new Result(st.name(), false, false, Double.NaN, pr.baseStepMs(), Double.NaN, 0, 0,
-          ms, List.of());
+          ms, List.of(), List.of());
     }
     int swapped = 0;
     int recomputed = 0;
     List<String> decisions = new ArrayList<>();
+    List<Move> moves = new ArrayList<>();
     for (int i = 0; i < n; i++) {
       StringBuilder d = new StringBuilder();
       for (int k = 1; k < s[i].length; k++) {
         int stage = items.get(i).produced() + k;
         if (r[i][k] != null && solver.booleanValue(r[i][k])) {
           d.append(" recompute at ").append(stage);
+          moves.add(new Move(i, stage, true));
         }
         if (w[i][k] != null && solver.booleanValue(w[i][k])) {
           d.append(" swap-in at ").append(stage);
+          moves.add(new Move(i, stage, false));
         }
       }
       if (d.length() > 0) {
@@ -443,6 +502,6 @@ public final class OptimalPlanner {
         String.format("%.3f", step), String.format("%.3f", pr.baseStepMs()),
         String.format("%.3f", bound), swapped, recomputed, ms);
     return new Result(st.name(), true, st == CpSolverStatus.OPTIMAL, step, pr.baseStepMs(),
-        bound, swapped, recomputed, ms, decisions);
+        bound, swapped, recomputed, ms, decisions, moves);
   }
 }

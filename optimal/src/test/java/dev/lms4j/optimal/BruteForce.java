@@ -71,8 +71,8 @@ final class BruteForce {
         }
       }
     }
-    for (long m : mem) {
-      if (p.residentBytes() + m > p.availableBytes()) {
+    for (int k = 0; k < mem.length; k++) {
+      if (p.residentBytes() + mem[k] + p.scratch()[k] > p.availableBytes()) {
         return false;
       }
     }

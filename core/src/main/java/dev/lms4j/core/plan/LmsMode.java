@@ -4,6 +4,7 @@ import dev.lms4j.core.graph.DataflowGraph;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.ServiceLoader;
 import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
@@ -50,7 +51,14 @@ public enum LmsMode {
       () -> new HybridCostPlanner(true)),
   /** Recompute groups, then TFLMS on the rest (a candidate of auto). */
   BASELINE("baseline", "grappler-style recompute groups, then TFLMS swapping on the rest", true,
-      false, BaselinePlanner::new);
+      false, BaselinePlanner::new),
+  /**
+   * The exact reference (CP-SAT over keep, swap and recompute on the levelled schedule), from
+   * the {@code lms4j-optimal} module through {@link ServiceLoader}; for benchmarks and tests.
+   */
+  OPTIMAL("optimal", "the exact reference: CP-SAT over keep, swap and recompute per tensor on "
+      + "the levelled schedule (needs lms4j-optimal on the class path)", true, false,
+      LmsMode::optimalPlanner);
 
   private final String cliName;
   private final String description;
@@ -70,6 +78,16 @@ public enum LmsMode {
   private static Planner swapPlanner() {
     return new AutoPlanner("swap", List.of(new HybridCostPlanner(false)),
         List.of(new TflmsPlanner()));
+  }
+
+  private static Planner optimalPlanner() {
+    for (Planner p : ServiceLoader.load(Planner.class, LmsMode.class.getClassLoader())) {
+      if (p.name().equals("optimal")) {
+        return p;
+      }
+    }
+    throw new IllegalStateException("the optimal reference needs lms4j-optimal (OR-Tools) on "
+        + "the class path");
   }
 
   private static Planner autoPlanner() {
