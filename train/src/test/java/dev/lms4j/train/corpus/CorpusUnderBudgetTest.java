@@ -40,11 +40,12 @@ import org.junit.jupiter.api.Test;
  *       swap and tflms train, remat says it cannot (naming the smallest budget).</li>
  * </ul>
  *
- * <p>Known deviation, not yet explained: on the encoder at 13 MiB, auto's hybrid plan (21 swaps,
+ * <p>Known deviation, reason named: on the encoder at 13 MiB, auto's hybrid plan (21 swaps,
  * 10 recomputed element-wise ops of the layer norms and the tanh-GELU) moves the second loss by
- * about 1e-7 relative (8.471007347106934 instead of 8.47100830078125), with or without the
- * relaxed optimizer edges and with oneDNN off alike; the swap-only plans are bit-identical.
- * It is checked to 1e-6 relative here and named in the report of issue 14.
+ * about 1e-7 relative (8.471007347106934 instead of 8.47100830078125): grappler's arithmetic
+ * optimizer reassociates the GELU's product {@code (x * x) * c} once the recomputed
+ * {@code x * x} has one reader left; with arithmetic optimization off the losses are identical
+ * ({@link RecomputeRoundingTest}). It is checked to 1e-6 relative here.
  */
 class CorpusUnderBudgetTest {
   private static final long MIB = 1 << 20;
