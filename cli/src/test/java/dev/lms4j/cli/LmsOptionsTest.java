@@ -121,4 +121,37 @@ class LmsOptionsTest {
         .allSatisfy(s -> assertThat(Path.of(s).getParent()).isEqualTo(swap));
     assertThat(gd.getNodeList().stream().map(NodeDef::getOp)).doesNotContain("WriteFile");
   }
+
+  /**
+   * run, analyze and rewrite plan through {@link Pipeline}, which builds its own planner from
+   * the options: its memory ratio and swap directory are the command line's. On an MLP at
+   * 32 MiB, TFLMS with auto-tuned parameters plans under 0.65 x 32 MiB with
+   * {@code --mem-ratio 0.65} and above that (under 0.8 x 32) with the default ratio.
+   */
+  @org.junit.jupiter.api.Test
+  void thePipelinePlansWithTheMemRatioAndSwapDirectoryGiven() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(2048, Map.of("width", "256"));
+    long budget = 32L << 20;
+    Path swap = java.nio.file.Files.createDirectories(dir.resolve("pipeline-swap"));
+    java.io.PrintStream quiet = new java.io.PrintStream(java.io.OutputStream.nullOutputStream());
+    long[] predicted = new long[2];
+    int i = 0;
+    for (String ratio : List.of("0.65", "0.8")) {
+      AnalyzeCommand cmd = new AnalyzeCommand();
+      new CommandLine(cmd).parseArgs("--model", "mlp", "--budget", "32MiB", "--lms", "tflms",
+          "--mem-ratio", ratio, "--tier", "disk", "--swap-dir", swap.toString(),
+          "--swap-path", "native");
+      Pipeline.Outcome o = Pipeline.execute("mlp", tg, cmd.lms, 0, false, quiet);
+      assertThat(o.exitCode()).isZero();
+      predicted[i++] = o.lms().predictedPeakAfter();
+      List<String> paths = o.lms().graphDef().getNodeList().stream()
+          .filter(n -> n.getOp().equals(dev.lms4j.tf.NativeSwap.SWAP_OUT_DISK))
+          .map(n -> n.getAttrOrThrow("path").getS().toStringUtf8()).toList();
+      assertThat(paths).as("disk swap-outs at ratio " + ratio).isNotEmpty()
+          .allSatisfy(s -> assertThat(Path.of(s).getParent()).isEqualTo(swap));
+    }
+    assertThat(predicted[0]).isLessThanOrEqualTo((long) (0.65 * budget));
+    assertThat(predicted[1]).isGreaterThan((long) (0.65 * budget))
+        .isLessThanOrEqualTo((long) (0.8 * budget));
+  }
 }
