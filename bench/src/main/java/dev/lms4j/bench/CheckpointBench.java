@@ -54,14 +54,30 @@ public final class CheckpointBench {
   private static final Logger LOG = LoggerFactory.getLogger(CheckpointBench.class);
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final long VAR_BYTES = 64L << 20;
-  private static final int REPS = 5;
-  // the training loop of the async measurement
-  private static final int MLP_WIDTH = 2048;
-  private static final int MLP_LAYERS = 4;
-  private static final int MLP_BATCH = 256;
-  private static final int CKPT_EVERY = 10;
-  private static final int ROUNDS = 6;
-  private static final int STEPS_PER_ROUND = 20;
+
+  /**
+   * What the benchmark measures.
+   *
+   * @param reps          save/restore repetitions per method (after one warm-up round)
+   * @param dropCaches    drop the page cache before reads (needs root; affects the whole
+   *                      machine)
+   * @param mlpWidth      the async measurement's MLP: units per layer
+   * @param mlpLayers     its layers
+   * @param mlpBatch      its batch
+   * @param every         a checkpoint every this many steps
+   * @param rounds        rounds of (baseline, async, sync) step blocks
+   * @param stepsPerRound steps per block
+   */
+  public record Config(int reps, boolean dropCaches, int mlpWidth, int mlpLayers, int mlpBatch,
+      int every, int rounds, int stepsPerRound) {
+    /** The benchmark: 5 reps, cold reads, a 4 x 2048 MLP (batch 256), 6 rounds of 20 steps. */
+    public static final Config BENCH = new Config(5, true, 2048, 4, 256, 10, 6, 20);
+    /**
+     * A smoke run: 2 reps, warm reads (the page cache is left alone), a 2 x 256 MLP (batch 64),
+     * 2 rounds of 10 steps with a checkpoint every 5.
+     */
+    public static final Config SMALL = new Config(2, false, 256, 2, 64, 5, 2, 10);
+  }
 
   private CheckpointBench() {}
 
@@ -82,6 +98,18 @@ public final class CheckpointBench {
    * @throws IOException when the disk or {@code dd} fails
    */
   public static ObjectNode run(long bytes, Path outDir, PrintStream out) throws IOException {
+    return run(Config.BENCH, bytes, outDir, out);
+  }
+
+  /**
+   * {@link #run(long, Path, PrintStream)} as {@code c} says.
+   *
+   * @return the JSON written
+   * @throws IllegalArgumentException when {@code bytes} is below 8 MiB
+   * @throws IOException when the disk or {@code dd} fails
+   */
+  public static ObjectNode run(Config c, long bytes, Path outDir, PrintStream out)
+      throws IOException {
     if (bytes < (8L << 20)) {
       throw new IllegalArgumentException("the checkpoint benchmark needs at least 8 MiB, got "
           + bytes + " bytes");
@@ -94,12 +122,13 @@ public final class CheckpointBench {
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench/1").put("machine", Machine.describe())
         .put("command", "CheckpointBench.run(" + bytes + ", " + outDir + ")")
-        .put("suite", "checkpoint").put("scratch_dir", scratch.toString());
-    boolean cold = dropCaches();
+        .put("suite", "checkpoint").put("config", c.toString())
+        .put("scratch_dir", scratch.toString());
+    boolean cold = c.dropCaches() && dropCaches();
     root.put("cold_cache", cold);
     try {
-      throughput(bytes, scratch, root, out);
-      asyncOverhead(scratch, root, out);
+      throughput(c, bytes, scratch, root, out);
+      asyncOverhead(c, scratch, root, out);
     } finally {
       deleteTree(scratch);
     }
@@ -113,14 +142,16 @@ public final class CheckpointBench {
 
   // ------------------------------------------------------------------ throughput
 
-  private static void throughput(long bytes, Path scratch, ObjectNode root, PrintStream out)
-      throws IOException {
+  private static void throughput(Config c, long bytes, Path scratch, ObjectNode root,
+      PrintStream out) throws IOException {
+    int reps = c.reps();
+    boolean cold = root.path("cold_cache").asBoolean();
     int nVars = (int) ((bytes + VAR_BYTES - 1) / VAR_BYTES);
     long perVar = bytes / nVars / 4; // floats
     long total = perVar * 4 * nVars;
-    root.put("bytes", total).put("variables", nVars).put("repetitions", REPS);
+    root.put("bytes", total).put("variables", nVars).put("repetitions", reps);
     out.printf(Locale.ROOT, "== checkpoint throughput: %d float32 variables, %.1f MiB, %d reps, "
-        + "%s cache for reads ==%n", nVars, total / 1048576.0, REPS,
+        + "%s cache for reads ==%n", nVars, total / 1048576.0, reps,
         root.path("cold_cache").asBoolean() ? "cold" : "WARM (could not drop the page cache)");
     ArrayNode results = root.putArray("results");
     try (Graph g = new Graph()) {
@@ -138,23 +169,25 @@ public final class CheckpointBench {
       Path file = scratch.resolve("dd.bin");
       long count = (total + (8L << 20) - 1) / (8L << 20);
       List<String> methods = List.of("files", "tf", "dd");
-      double[][] save = new double[3][REPS];
-      double[][] load = new double[3][REPS];
+      double[][] save = new double[3][reps];
+      double[][] load = new double[3][reps];
       try (Session s = new Session(g)) {
         s.run("init");
-        // one untimed warm-up round, then REPS rounds; the methods alternate within each round
+        // one untimed warm-up round, then reps rounds; the methods alternate within each round
         // so that a slow minute of the (shared, virtual) disk hits all of them alike
-        for (int r = -1; r < REPS; r++) {
+        for (int r = -1; r < reps; r++) {
           for (int m = 0; m < 3; m++) {
             double[] t;
             if (m < 2) {
               t = backendRound(s, names, methods.get(m), scratch.resolve(methods.get(m)),
-                  Math.max(r, 0));
+                  Math.max(r, 0), cold);
             } else {
               Files.deleteIfExists(file);
               double w = dd(out, "if=/dev/zero", "of=" + file, "bs=8M", "count=" + count,
                   "conv=fsync");
-              dropCaches();
+              if (cold) {
+                dropCaches();
+              }
               double rd = dd(out, "if=" + file, "of=/dev/null", "bs=8M");
               Files.deleteIfExists(file);
               t = new double[] {w, rd};
@@ -201,14 +234,16 @@ public final class CheckpointBench {
 
   /** One save + restore through a backend into a fresh directory: {save s, restore s}. */
   private static double[] backendRound(Session s, List<String> names, String backend, Path dir,
-      int step) throws IOException {
+      int step, boolean cold) throws IOException {
     deleteTree(dir);
     double[] t = new double[2];
     try (CheckpointBackend b = CheckpointBackends.open(backend, "dir=" + dir + ",keep=0")) {
       long t0 = System.nanoTime();
       Checkpoints.save(s, names, step, Map.of(), b);
       t[0] = (System.nanoTime() - t0) / 1e9;
-      dropCaches();
+      if (cold) {
+        dropCaches();
+      }
       t0 = System.nanoTime();
       Checkpoints.load(s, names, b);
       t[1] = (System.nanoTime() - t0) / 1e9;
@@ -268,24 +303,30 @@ public final class CheckpointBench {
 
   // ------------------------------------------------------------------ async overhead
 
-  private static void asyncOverhead(Path scratch, ObjectNode root, PrintStream out)
+  private static void asyncOverhead(Config c, Path scratch, ObjectNode root, PrintStream out)
       throws IOException {
-    long modelBytes = (long) MLP_WIDTH * MLP_WIDTH * 4 * MLP_LAYERS;
+    int width = c.mlpWidth();
+    int layers = c.mlpLayers();
+    int batch = c.mlpBatch();
+    int every = c.every();
+    int rounds = c.rounds();
+    int stepsPerRound = c.stepsPerRound();
+    long modelBytes = (long) width * width * 4 * layers;
     out.printf(Locale.ROOT, "%n== async checkpoint overhead: MLP %d x %dx%d float32 (%.0f MiB), "
-        + "batch %d, checkpoint every %d steps, files backend (async: threads=1) ==%n", MLP_LAYERS, MLP_WIDTH,
-        MLP_WIDTH, modelBytes / 1048576.0, MLP_BATCH, CKPT_EVERY);
+        + "batch %d, checkpoint every %d steps, files backend (async: threads=1) ==%n", layers, width,
+        width, modelBytes / 1048576.0, batch, every);
     try (Graph g = new Graph()) {
       Ops tf = Ops.create(g);
-      Operand<TFloat32> x = tf.random.randomUniform(tf.constant(new long[] {MLP_BATCH,
-          MLP_WIDTH}), TFloat32.class, RandomUniform.seed(1L), RandomUniform.seed2(1L));
+      Operand<TFloat32> x = tf.random.randomUniform(tf.constant(new long[] {batch,
+          width}), TFloat32.class, RandomUniform.seed(1L), RandomUniform.seed2(1L));
       Operand<TFloat32> h = x;
       List<Variable<TFloat32>> vars = new ArrayList<>();
       List<Op> inits = new ArrayList<>();
-      for (int i = 0; i < MLP_LAYERS; i++) {
-        Variable<TFloat32> w = tf.withName("w" + i).variable(Shape.of(MLP_WIDTH, MLP_WIDTH),
+      for (int i = 0; i < layers; i++) {
+        Variable<TFloat32> w = tf.withName("w" + i).variable(Shape.of(width, width),
             TFloat32.class);
         inits.add(tf.assign(w, tf.math.mul(tf.random.randomUniform(tf.constant(new long[] {
-            MLP_WIDTH, MLP_WIDTH}), TFloat32.class, RandomUniform.seed(2L),
+            width, width}), TFloat32.class, RandomUniform.seed(2L),
             RandomUniform.seed2((long) i)), tf.constant(0.02f))));
         vars.add(w);
         h = tf.math.tanh(tf.linalg.matMul(h, w));
@@ -321,18 +362,18 @@ public final class CheckpointBench {
         long step = 0;
         double awaitMs = 0;
         // blocks of baseline, async and sync steps alternate so that load from elsewhere hits
-        // all three alike; a checkpoint is taken at the first step of every CKPT_EVERY, so each
+        // all three alike; a checkpoint is taken at the first step of every `every`, so each
         // background write overlaps the timed steps after it, and the wait for the last one at
         // the end of a block is added to the async total
-        for (int round = 0; round < ROUNDS; round++) {
-          for (int i = 0; i < STEPS_PER_ROUND; i++) {
+        for (int round = 0; round < rounds; round++) {
+          for (int i = 0; i < stepsPerRound; i++) {
             base.add(timeStep(s));
           }
-          for (int i = 0; i < STEPS_PER_ROUND; i++) {
+          for (int i = 0; i < stepsPerRound; i++) {
             long t0 = System.nanoTime();
             s.run("train");
             step++;
-            if (i % CKPT_EVERY == 0) {
+            if (i % every == 0) {
               long t1 = System.nanoTime();
               async.save(s, names, step, Map.of());
               snapshotMs.add((System.nanoTime() - t1) / 1e6);
@@ -342,11 +383,11 @@ public final class CheckpointBench {
           long tw = System.nanoTime();
           async.await();
           awaitMs += (System.nanoTime() - tw) / 1e6;
-          for (int i = 0; i < STEPS_PER_ROUND; i++) {
+          for (int i = 0; i < stepsPerRound; i++) {
             long t0 = System.nanoTime();
             s.run("train");
             step++;
-            if (i % CKPT_EVERY == 0) {
+            if (i % every == 0) {
               Checkpoints.save(s, names, step, Map.of(), b);
             }
             withSync.add((System.nanoTime() - t0) / 1e6);
@@ -356,8 +397,8 @@ public final class CheckpointBench {
         double ma = (mean(withAsync) * withAsync.size() + awaitMs) / withAsync.size();
         double msync = mean(withSync);
         ObjectNode a = root.putObject("async");
-        a.put("model_bytes", modelBytes).put("layers", MLP_LAYERS).put("width", MLP_WIDTH)
-            .put("batch", MLP_BATCH).put("checkpoint_every", CKPT_EVERY)
+        a.put("model_bytes", modelBytes).put("layers", layers).put("width", width)
+            .put("batch", batch).put("checkpoint_every", every)
             .put("steps_measured", base.size()).put("step_ms_mean_no_checkpoint", mb)
             .put("step_ms_median_no_checkpoint", median(toArray(base)))
             .put("step_ms_median_async", median(toArray(withAsync)))

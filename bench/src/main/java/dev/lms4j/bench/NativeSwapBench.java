@@ -57,6 +57,8 @@ import org.tensorflow.proto.TensorShapeProto;
  * </ul>
  *
  * Prints a table and writes {@code native.json} and {@code native.md} under the output directory.
+ * {@link Config#SMALL} runs the same measurements on an 8 MiB tensor and a small MLP in about
+ * half a minute (the bench module's smoke test).
  *
  * <pre>{@code
  * NativeSwapBench.run(Path.of("docs/bench"), System.out);
@@ -65,25 +67,70 @@ import org.tensorflow.proto.TensorShapeProto;
 public final class NativeSwapBench {
   private static final Logger LOG = LoggerFactory.getLogger(NativeSwapBench.class);
   private static final ObjectMapper JSON = new ObjectMapper();
-  private static final long TENSOR_BYTES = 256L << 20;
-  private static final int REPS = 7;
-  private static final int STEPS = 6;
+
+  /**
+   * What the benchmark measures.
+   *
+   * @param command          the command recorded in the results
+   * @param tensorBytes      the size of the tensor whose swap bandwidth is measured
+   * @param reps             bandwidth repetitions per path (the median counts)
+   * @param model            the zoo model of the step-time part
+   * @param batch            its batch
+   * @param options          its options
+   * @param steps            steps per budgeted run
+   * @param fractions        budgets as fractions of the smallest one without LMS
+   * @param resolutionMib    the no-LMS bisection's resolution
+   * @param nearPeak         bisect between half and twice the unbudgeted peak (else between
+   *                         16 MiB and twice the peak plus 64 MiB)
+   * @param alternations     LMS and unbudgeted runs alternate this many times per row; 0: one
+   *                         LMS run per row against the first unbudgeted run
+   * @param variants         the step-time part's swap paths, by name: standard,
+   *                         standard+overlap, native, native+overlap
+   */
+  public record Config(String command, long tensorBytes, int reps, String model, int batch,
+      Map<String, String> options, int steps, List<Double> fractions, long resolutionMib,
+      boolean nearPeak, int alternations, List<String> variants) {
+    /** The benchmark: 256 MiB, 7 reps, resnet (6 blocks, batch 32) at 50/40/25%, all paths. */
+    public static final Config BENCH = new Config("./lms4j bench --suite native", 256L << 20, 7,
+        "resnet", 32, Map.of("blocks", "6"), 6, List.of(0.50, 0.40, 0.25), 8, false, 2,
+        List.of("standard", "standard+overlap", "native", "native+overlap"));
+    /**
+     * A smoke run: 8 MiB, 3 reps; an MLP (batch 2048, width 256) bisected at 16 MiB resolution,
+     * then at 50% the standard path and the native one with overlap, each run once against the
+     * first unbudgeted run (about six worker JVMs).
+     */
+    public static final Config SMALL = new Config("NativeSwapBench.run(Config.SMALL)", 8L << 20,
+        3, "mlp", 2048, Map.of("width", "256"), 4, List.of(0.50), 16, true, 0,
+        List.of("standard", "native+overlap"));
+  }
 
   private NativeSwapBench() {}
 
-  /** Runs the benchmark, prints a table to {@code out} and writes results under {@code outDir}. */
+  /** Runs {@link Config#BENCH}, prints a table to {@code out} and writes results under
+   * {@code outDir}. */
   public static ObjectNode run(Path outDir, PrintStream out) throws IOException {
+    return run(Config.BENCH, outDir, out);
+  }
+
+  /**
+   * Runs the benchmark as {@code c} says, prints a table to {@code out} and writes
+   * {@code native.json} and {@code native.md} under {@code outDir}.
+   *
+   * @return the JSON written
+   * @throws IOException when the native library is not available or a file cannot be written
+   */
+  public static ObjectNode run(Config c, Path outDir, PrintStream out) throws IOException {
     Files.createDirectories(outDir);
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench/1").put("machine", Machine.describe())
-        .put("command", "./lms4j bench --suite native")
+        .put("command", c.command())
         .put("native_library", NativeSwap.load() ? "loaded" : NativeSwap.status());
     if (!NativeSwap.load()) {
       throw new IOException("the native swap library is not available here: "
           + NativeSwap.status());
     }
-    bandwidth(root.putObject("bandwidth"), out);
-    stepTimes(root, out);
+    bandwidth(c, root.putObject("bandwidth"), out);
+    stepTimes(c, root, out);
     Path json = outDir.resolve("native.json");
     Files.writeString(json, JSON.writerWithDefaultPrettyPrinter().writeValueAsString(root) + "\n");
     Files.writeString(outDir.resolve("native.md"), markdown(root));
@@ -94,23 +141,25 @@ public final class NativeSwapBench {
 
   // ---- bandwidth -------------------------------------------------------------------------------
 
-  private static void bandwidth(ObjectNode node, PrintStream out) throws IOException {
-    long n = TENSOR_BYTES / 4;
+  private static void bandwidth(Config c, ObjectNode node, PrintStream out) throws IOException {
+    long tensorBytes = c.tensorBytes();
+    int reps = c.reps();
+    long n = tensorBytes / 4;
     Path dir = Files.createTempDirectory("lms4j-native-bench");
     try {
-      node.put("tensor_bytes", TENSOR_BYTES).put("reps", REPS)
+      node.put("tensor_bytes", tensorBytes).put("reps", reps)
           .put("swap_dir", dir.toString());
       Map<String, double[]> outMs = new LinkedHashMap<>();
       Map<String, double[]> rtMs = new LinkedHashMap<>();
       List<String> paths = List.of("memcpy", "standard", "native", "native-async",
           "file-io", "standard-disk", "native-disk");
       for (String p : paths) {
-        outMs.put(p, new double[REPS]);
-        rtMs.put(p, new double[REPS]);
+        outMs.put(p, new double[reps]);
+        rtMs.put(p, new double[reps]);
       }
-      ByteBuffer src = ByteBuffer.allocateDirect((int) TENSOR_BYTES);
-      ByteBuffer back = ByteBuffer.allocateDirect((int) TENSOR_BYTES);
-      for (int i = 0; i < TENSOR_BYTES; i += 4096) {
+      ByteBuffer src = ByteBuffer.allocateDirect((int) tensorBytes);
+      ByteBuffer back = ByteBuffer.allocateDirect((int) tensorBytes);
+      for (int i = 0; i < tensorBytes; i += 4096) {
         src.put(i, (byte) i);
         back.put(i, (byte) 0);
       }
@@ -125,7 +174,7 @@ public final class NativeSwapBench {
               s.runner().addTarget(p + "/in").run();
             }
           }
-          for (int rep = 0; rep < REPS; rep++) {
+          for (int rep = 0; rep < reps; rep++) {
             for (String p : paths) {
               switch (p) {
                 case "memcpy" -> {
@@ -174,20 +223,20 @@ public final class NativeSwapBench {
           }
         }
       }
-      double memcpyOneWay = TENSOR_BYTES / median(outMs.get("memcpy")) / 1e6;
+      double memcpyOneWay = tensorBytes / median(outMs.get("memcpy")) / 1e6;
       node.put("copies_note", "a warm memcpy moves bytes once each way; the native round trip "
           + "also copies once each way, the standard one about four times");
-      double memcpyRt = TENSOR_BYTES / median(rtMs.get("memcpy")) / 1e6;
+      double memcpyRt = tensorBytes / median(rtMs.get("memcpy")) / 1e6;
       out.printf(Locale.ROOT, "== swap bandwidth, one %d MiB float tensor, median of %d "
-          + "(paths alternate) ==%n", TENSOR_BYTES >> 20, REPS);
+          + "(paths alternate) ==%n", tensorBytes >> 20, reps);
       out.printf("%-14s %12s %14s %16s %14s%n", "path", "out (GB/s)", "round trip ms",
           "round trip GB/s", "vs memcpy");
       ArrayNode rows = node.putArray("paths");
       for (String p : paths) {
         double o = median(outMs.get(p));
         double rt = median(rtMs.get(p));
-        double gbOut = TENSOR_BYTES / o / 1e6;
-        double gbRt = TENSOR_BYTES / rt / 1e6;
+        double gbOut = tensorBytes / o / 1e6;
+        double gbRt = tensorBytes / rt / 1e6;
         ObjectNode row = rows.addObject().put("path", p).put("out_ms", o).put("round_trip_ms", rt)
             .put("out_gb_s", gbOut).put("round_trip_gb_s", gbRt)
             .put("round_trip_vs_memcpy", gbRt / memcpyRt);
@@ -280,30 +329,43 @@ public final class NativeSwapBench {
       new Variant("native", SwapPath.NATIVE, false, false),
       new Variant("native+overlap", SwapPath.NATIVE, true, false));
 
-  private static void stepTimes(ObjectNode root, PrintStream out) throws IOException {
-    Map<String, String> opts = Map.of("blocks", "6");
-    TrainingGraph tg = ModelZoo.getOrThrow("resnet").build(32, opts);
-    out.printf("== resnet (batch 32, %s): step time with LMS (swap) / unbudgeted ==%n", opts);
-    RunResult free = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, STEPS));
+  private static void stepTimes(Config c, ObjectNode root, PrintStream out) throws IOException {
+    int steps = c.steps();
+    Map<String, String> opts = c.options();
+    TrainingGraph tg = ModelZoo.getOrThrow(c.model()).build(c.batch(), opts);
+    out.printf("== %s (batch %d, %s): step time with LMS (swap) / unbudgeted ==%n", c.model(),
+        c.batch(), opts);
+    RunResult free = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, steps));
     if (!free.fits()) {
       throw new IOException("the unbudgeted run failed: " + free.error());
     }
-    long freeMib = (free.peakBytes() >> 20) + 64;
-    long noLms = Bisection.smallest(16, freeMib * 2, 8, mib -> {
+    long peakMib = free.peakBytes() >> 20;
+    long lo = c.nearPeak() ? peakMib / 2 : 16;
+    long hi = c.nearPeak() ? 2 * peakMib + 1 : (peakMib + 64) * 2;
+    long noLms = Bisection.smallest(lo, hi, c.resolutionMib(), mib -> {
       RunResult r = BudgetedRunner.run(tg, BudgetedRunner.Options.of(mib << 20, 2));
       out.printf("  no LMS at %d MiB: %s%n", mib, r.fits() ? "fits" : "OOM");
       return r.fits();
     });
-    out.printf("smallest budget without LMS: %d MiB (resolution 8 MiB)%n", noLms);
+    if (noLms < 0) {
+      throw new IOException("the model does not train without LMS at " + hi + " MiB");
+    }
+    out.printf("smallest budget without LMS: %d MiB (resolution %d MiB)%n", noLms,
+        c.resolutionMib());
     ObjectNode st = root.putObject("step_time");
-    st.put("model", "resnet").put("batch", 32).put("options", opts.toString())
+    st.put("model", c.model()).put("batch", c.batch()).put("options", opts.toString())
         .put("strategy", "swap (TFLMS planner, auto-tuned)")
-        .put("min_budget_no_lms_bytes", noLms << 20).put("steps", STEPS);
+        .put("min_budget_no_lms_bytes", noLms << 20).put("resolution_mib", c.resolutionMib())
+        .put("bisection_mib", lo + ".." + hi).put("alternations", c.alternations())
+        .put("unbudgeted_peak_bytes", free.peakBytes()).put("steps", steps);
     ArrayNode rows = st.putArray("results");
     // 25% is the target; 40% is above the swap planner's floor on this CNN
-    for (double frac : new double[] {0.50, 0.40, 0.25}) {
+    for (double frac : c.fractions()) {
       long budget = (long) ((noLms << 20) * frac);
       for (Variant v : VARIANTS) {
+        if (!c.variants().contains(v.name())) {
+          continue;
+        }
         ObjectNode row = rows.addObject();
         row.put("fraction", frac).put("budget_bytes", budget).put("path", v.name());
         LmsResult lr;
@@ -317,15 +379,15 @@ public final class NativeSwapBench {
           continue;
         }
         TrainingGraph rewritten = new TrainingGraph(lr.graphDef(), tg.manifest());
-        BudgetedRunner.Options base = BudgetedRunner.Options.of(budget, STEPS);
-        BudgetedRunner.Options o = new BudgetedRunner.Options(budget, STEPS, base.seed(),
+        BudgetedRunner.Options base = BudgetedRunner.Options.of(budget, steps);
+        BudgetedRunner.Options o = new BudgetedRunner.Options(budget, steps, base.seed(),
             !v.interOpThreads(), base.memOpt(), Duration.ofMinutes(10));
         // the LMS run and an unbudgeted run alternate, twice; the faster median of each counts
-        RunResult best = null;
-        RunResult ref = null;
-        for (int rep = 0; rep < 2; rep++) {
+        RunResult best = c.alternations() == 0 ? BudgetedRunner.run(rewritten, o) : null;
+        RunResult ref = c.alternations() == 0 ? free : null;
+        for (int rep = 0; rep < c.alternations(); rep++) {
           RunResult a = BudgetedRunner.run(rewritten, o);
-          RunResult b = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, STEPS));
+          RunResult b = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, steps));
           // a run that fits beats one that does not, then the faster one
           best = best == null || (a.fits() && (!best.fits() || a.medianMs() < best.medianMs()))
               ? a : best;
@@ -378,9 +440,11 @@ public final class NativeSwapBench {
     sb.append(String.format(Locale.ROOT, "## Step time with LMS (%s), %s batch %d %s%n%n"
         + "Smallest budget without LMS: %d MiB. Ratio = LMS step time / unbudgeted step time "
         + "(deterministic op order), median of %d steps less the first and the traced one; LMS "
-        + "and unbudgeted runs alternate.%n%n", st.path("strategy").asText(),
+        + "and unbudgeted runs %s.%n%n", st.path("strategy").asText(),
         st.path("model").asText(), st.path("batch").asInt(), st.path("options").asText(),
-        st.path("min_budget_no_lms_bytes").asLong() >> 20, st.path("steps").asInt()));
+        st.path("min_budget_no_lms_bytes").asLong() >> 20, st.path("steps").asInt(),
+        st.path("alternations").asInt() == 0 ? "run once each, all against the first "
+            + "unbudgeted run" : "alternate"));
     sb.append("| budget | path | fits | ms/step | unbudgeted ms/step | ratio | swap-outs | "
         + "swapped MiB | measured peak MiB | losses identical |\n"
         + "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -432,7 +496,7 @@ public final class NativeSwapBench {
     if (a.remove("--bandwidth-only")) {
       NativeSwap.load();
       ObjectNode bw = JSON.createObjectNode();
-      bandwidth(bw, System.out);
+      bandwidth(Config.BENCH, bw, System.out);
       System.out.println(JSON.writerWithDefaultPrettyPrinter().writeValueAsString(bw));
       return;
     }

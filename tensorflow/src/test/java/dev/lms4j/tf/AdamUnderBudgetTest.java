@@ -20,7 +20,8 @@ class AdamUnderBudgetTest {
    * Measured here: 106.1 MiB without LMS (16 activations of 4 MiB, 9 MiB of weights with two
    * Adam slots each, the gradients). With LMS ({@code auto}) at 74 MiB the planner predicted
    * 57 MiB and the run measured 67.0 MiB (in-place forwarding and kernel memory are not
-   * modelled); at 80 MiB it may use 64 MiB, which leaves that margin.
+   * modelled); at 80 MiB it may use 64 MiB, which leaves that margin (measured here: 61.1 MiB
+   * predicted, 68.1 MiB measured, 11% above the prediction, within the README's ~15%).
    *
    * <p>A CNN (AdamNet.build(64, 32, 32, 256)) was tried first: it measured 128.5 MiB unbudgeted
    * (the simulator predicts 111), yet it ran out of memory at 144 MiB with and without LMS, in a
@@ -45,7 +46,10 @@ class AdamUnderBudgetTest {
         BudgetedRunner.Options.of(budget, 3));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).containsExactly(free.losses());
-    assertThat(on.peakBytes()).isLessThanOrEqualTo(budget);
+    // the measured peak against the prediction (not against the budget the run just fit
+    // under, which cannot fail): within the README's ~15% above it
+    assertThat(on.peakBytes()).as("measured vs predicted %d", lr.predictedPeakAfter())
+        .isLessThanOrEqualTo((long) (lr.predictedPeakAfter() * 1.15));
   }
 
   /**

@@ -279,6 +279,15 @@ class NativeSwapTest {
   }
 
   private static GraphDef failingGraph(Tier tier, Path dir) {
+    return failingGraph(tier, NativeSwap.SWAP_OUT, dir);
+  }
+
+  /**
+   * x (4 MiB of ones) -> swap-out -> [CheckNumerics on the feed p] -> swap-in -> sum: a NaN fed
+   * to p fails the step after the swap-out made its host copy and before the swap-in read it.
+   * {@code hostSwapOut} is the host tier's swap-out op (sync or async).
+   */
+  static GraphDef failingGraph(Tier tier, String hostSwapOut, Path dir) {
     DataType f = DataType.DT_FLOAT;
     GraphDef.Builder gd = GraphDef.newBuilder();
     gd.addNode(NodeDef.newBuilder().setName("p").setOp("Placeholder").putAttr("dtype", type(f)));
@@ -292,7 +301,7 @@ class NativeSwapTest {
     if (tier == Tier.DISK) {
       gd.addNode(node("out", NativeSwap.SWAP_OUT_DISK, f, "x").putAttr("path", path));
     } else {
-      gd.addNode(node("out", NativeSwap.SWAP_OUT, f, "x"));
+      gd.addNode(node("out", hostSwapOut, f, "x"));
     }
     gd.addNode(NodeDef.newBuilder().setName("check").setOp("CheckNumerics").addInput("p")
         .addInput("^out").putAttr("T", type(f)).putAttr("message", AttrValue.newBuilder()
