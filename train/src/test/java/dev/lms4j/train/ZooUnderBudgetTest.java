@@ -42,6 +42,12 @@ import org.junit.jupiter.params.provider.MethodSource;
 class ZooUnderBudgetTest {
   private static final long MIB = 1 << 20;
   private static final int STEPS = 3;
+  /**
+   * Off the OOM edge: each budget is at least this far below the unbudgeted peak measured in
+   * the same test (BFC budgets flip by 1-2 MiB between runs), so the run without LMS clearly
+   * runs out of memory; the plans keep their memory ratio's room (10-20%) on the other side.
+   */
+  private static final double MARGIN = 0.08;
   private static final java.util.Set<String> CONVOLUTIONAL = java.util.Set.of("resnet", "lenet",
       "resnet18", "resnet50", "resnet101", "vgg16", "unet3d");
 
@@ -61,10 +67,10 @@ class ZooUnderBudgetTest {
         Arguments.of("mlp", 2048, Map.of("width", "256"), 33L, true),
         // ~25.0 MiB; remat plans 15.4 MiB for 0.9 x 18 = 16.2
         Arguments.of("resnet", 16, Map.of("width", "16", "image", "64"), 18L, true),
-        // ~26.9 MiB, but weights, feeds and the largest op (conv1's ReluGrad: three
-        // 512 x 28 x 28 x 4 floats = 3 x 6.1 MiB) already need ~20 MiB: the budget has little
-        // room below the peak (the floor check needs 20 / 0.8 = 25 MiB for auto)
-        Arguments.of("lenet", 512, Map.of("width", "4", "dense", "128"), 26L, true),
+        // lenet is not here: at batch 512 its peak is ~26.9 MiB, but weights, feeds and the
+        // largest op (conv1's ReluGrad: 3 x 6.1 MiB) need ~20 MiB, so auto's floor (25 MiB)
+        // leaves no budget MARGIN below the peak; LeNet trains under a real budget with LMS in
+        // CliTest (trainer, 88 MiB) and ProbeTest
         // ~23.2 MiB; remat plans 13.4 MiB for 0.9 x 16 = 14.4
         Arguments.of("resnet18", 32, Map.of("width", "16", "image", "64"), 16L, true),
         // ~22.6 MiB; remat plans 12.2 MiB for 0.9 x 15 = 13.5
@@ -76,11 +82,13 @@ class ZooUnderBudgetTest {
         // ~21.4 MiB; at 16 MiB remat's plan (13.2 MiB predicted) ran out of memory in a
         // Conv3DBackpropInput (kernel scratch the simulator does not see); 18 leaves that room
         Arguments.of("unet3d", 1, Map.of("side", "32", "width", "4", "levels", "3"), 18L, true),
-        // ~22.0 MiB; remat plans 18 MiB for 0.9 x 21 = 18.9. Its plans once moved the second
+        // ~22.0 MiB; 20 MiB keeps MARGIN below it, where grappler-style groups cannot go
+        // (their smallest simulated peak is 18 MiB: "about 21 MiB"), so remat must say so
+        // while remat-xla and auto train. Its plans once moved the second
         // loss by one ulp: a swap-in re-pointed into a five-input gradient AddN, whose inputs
         // grappler sorts by name (OpTypes.orderSensitive); the planners leave such readers alone
         Arguments.of("gpt2", 8, Map.of("layers", "2", "width", "128", "seq", "64", "heads", "4"),
-            21L, true));
+            20L, false));
   }
 
   @ParameterizedTest(name = "{0} batch {1} {2} at {3} MiB")
@@ -104,6 +112,11 @@ class ZooUnderBudgetTest {
       assertThat(l).isFinite();
     }
 
+    RunResult unbudgeted = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, 2));
+    assertThat(unbudgeted.fits()).as(unbudgeted.toString()).isTrue();
+    assertThat(budget).as("%s: %d MiB against a measured peak of %.1f MiB", model, budgetMib,
+        unbudgeted.peakBytes() / (double) MIB)
+        .isLessThanOrEqualTo((long) (unbudgeted.peakBytes() * (1 - MARGIN)));
     RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
@@ -127,15 +140,7 @@ class ZooUnderBudgetTest {
       assertThat(lr.recompute().clonedOps()).isPositive();
       assertThat(lr.plan().swapOuts()).isEmpty();
       assertThat(lr.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * 0.9));
-      if (model.equals("gpt2") && !avx512()) {
-        // Known deviation, not yet explained: without AVX-512 (AMD EPYC here) this plan (10
-        // ops recomputed) moves the second loss by a few ulps (5.5729570388793945 instead of
-        // 5.572957515716553), with the planners before and after the planner interface alike;
-        // on AVX-512 machines it is bit-identical. Checked to 1e-6 relative here, exactly there.
-        assertTrainsCloseToTheReference(lr, tg, budget, reference, 1e-6);
-      } else {
-        assertTrainsLikeTheReference(lr, tg, budget, reference);
-      }
+      assertTrainsLikeTheReference(lr, tg, budget, reference);
     } else {
       assertThatThrownBy(() -> remat.rewrite(tg)).isInstanceOf(PlanningException.class)
           .hasMessageContaining("smallest budget");
