@@ -392,30 +392,11 @@ public final class Fidelity {
     }
     int n = g.size();
     int[] prio = new int[n];
-    int[] indeg = new int[n];
     for (int v = 0; v < n; v++) {
       prio[v] = pos.getOrDefault(g.op(v).name(), -1);
-      indeg[v] = g.predecessorCount(v);
     }
-    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(
-        Comparator.comparingInt((Integer v) -> prio[v]).thenComparingInt(v -> v));
-    for (int v = 0; v < n; v++) {
-      if (indeg[v] == 0) {
-        ready.add(v);
-      }
-    }
-    int[] order = new int[n];
-    int k = 0;
-    while (!ready.isEmpty()) {
-      int v = ready.poll();
-      order[k++] = v;
-      for (int s : g.successors(v)) {
-        if (--indeg[s] == 0) {
-          ready.add(s);
-        }
-      }
-    }
-    return order;
+    return g.topologicalOrder(Comparator.comparingInt((Integer v) -> prio[v])
+        .thenComparingInt(v -> v));
   }
 
   /** The Markdown of a result. */

@@ -16,7 +16,6 @@ import java.util.HashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.PriorityQueue;
 import java.util.Set;
 import java.util.TreeMap;
 
@@ -239,7 +238,10 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
           throw new IllegalStateException("unexpected op " + o.name() + " in the plan");
         }
       }
-      int[] order = topological(applied, keys);
+      int[] order = applied.topologicalOrder((a, b) -> {
+        int c = compare(keys[a], keys[b]);
+        return c != 0 ? c : Integer.compare(a, b);
+      });
       boolean faithful = true;
       for (int s = 1; s < order.length; s++) {
         faithful &= compare(keys[order[s - 1]], keys[order[s]]) <= 0;
@@ -267,45 +269,5 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
   private static int compare(long[] a, long[] b) {
     int c = Long.compare(a[0], b[0]);
     return c != 0 ? c : Long.compare(a[1], b[1]);
-  }
-
-  /** Kahn's algorithm taking, among the ready ops, the one with the smallest key. */
-  private static int[] topological(DataflowGraph r, long[][] keys) {
-    int n = r.size();
-    int[] pending = new int[n];
-    List<List<Integer>> succ = new ArrayList<>();
-    for (int v = 0; v < n; v++) {
-      succ.add(new ArrayList<>());
-    }
-    for (int v = 0; v < n; v++) {
-      pending[v] = r.predecessorCount(v);
-      for (int i = 0; i < pending[v]; i++) {
-        succ.get(r.predecessor(v, i)).add(v);
-      }
-    }
-    PriorityQueue<Integer> ready = new PriorityQueue<>((a, b) -> {
-      int c = compare(keys[a], keys[b]);
-      return c != 0 ? c : Integer.compare(a, b);
-    });
-    for (int v = 0; v < n; v++) {
-      if (pending[v] == 0) {
-        ready.add(v);
-      }
-    }
-    int[] order = new int[n];
-    int k = 0;
-    while (!ready.isEmpty()) {
-      int v = ready.poll();
-      order[k++] = v;
-      for (int s : succ.get(v)) {
-        if (--pending[s] == 0) {
-          ready.add(s);
-        }
-      }
-    }
-    if (k != n) {
-      throw new IllegalStateException("the plan's graph has a cycle");
-    }
-    return order;
   }
 }

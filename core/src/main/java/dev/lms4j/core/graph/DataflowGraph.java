@@ -3,6 +3,7 @@ package dev.lms4j.core.graph;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -389,12 +390,22 @@ public final class DataflowGraph {
   }
 
   private int[] computeTopoOrder() {
+    return topologicalOrder(Comparator.naturalOrder());
+  }
+
+  /**
+   * A topological order (Kahn's algorithm) taking, among the ready ops, the first by
+   * {@code first} (ties must be broken by it: give a total order, e.g. ending with the id).
+   *
+   * @throws IllegalArgumentException when the graph has a cycle
+   */
+  public int[] topologicalOrder(Comparator<Integer> first) {
     int n = ops.size();
     int[] indeg = new int[n];
     for (int i = 0; i < n; i++) {
       indeg[i] = preds[i].length;
     }
-    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>();
+    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(first);
     for (int i = 0; i < n; i++) {
       if (indeg[i] == 0) {
         ready.add(i);
