@@ -4,12 +4,18 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.lms4j.core.plan.LmsMode;
+import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.tf.GraphDefs;
+import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsBuilder;
+import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.train.models.ModelZoo;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -28,6 +34,22 @@ class CliTest {
     pb = dir.resolve("mlp.pb");
     manifest = dir.resolve("mlp.json");
     tg.write(pb, manifest);
+  }
+
+  /**
+   * The plan the CLI must report for {@code --model mlp --batch 2048}: the same planner, run in
+   * this JVM on the same graph with the CLI's defaults (memory ratio 0.8, auto-tuned swap
+   * parameters), plus {@code more}. Its counts are checked against the graph it wrote: one
+   * {@code lms4j/recompute/} clone per recomputed op.
+   */
+  private static LmsResult mlp2048(LmsMode mode, long budget, UnaryOperator<LmsBuilder> more) {
+    TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(2048, Map.of());
+    LmsResult r = more.apply(Lms.builder().params(SwapParams.defaults().toBuilder()
+        .batchSize(2048).build()).memRatio(0.8).mode(mode).budget(budget)).build().rewrite(tg);
+    assertThat(r.graphDef().getNodeList().stream()
+        .filter(n -> n.getName().startsWith("lms4j/recompute/")).count())
+        .as("clones in the graph").isEqualTo(r.recompute().clonedOps());
+    return r;
   }
 
   private int run(String... args) {
@@ -106,8 +128,14 @@ class CliTest {
     assertThat(r.get("lms").asText()).isEqualTo("auto");
     assertThat(r.get("graph").get("ops").asInt()).isPositive();
     assertThat(r.get("graph").get("parameter_bytes").asLong()).isPositive();
-    assertThat(r.get("plan").get("swap_outs").asInt()).isPositive();
-    assertThat(r.get("plan").get("swapped_bytes").asLong()).isPositive();
+    LmsResult expected = mlp2048(LmsMode.AUTO, 100L << 20, b -> b);
+    assertThat(expected.plan().swapOuts()).isNotEmpty();
+    assertThat(r.get("plan").get("swap_outs").asInt())
+        .isEqualTo(expected.plan().swapOuts().size());
+    assertThat(r.get("plan").get("swapped_bytes").asLong())
+        .isEqualTo(expected.plan().swapOutBytes());
+    assertThat(r.get("plan").get("recomputed_ops").asInt())
+        .isEqualTo(expected.recompute().clonedOps());
     assertThat(r.get("predicted_peak_bytes").get("after").asLong())
         .isLessThan(r.get("predicted_peak_bytes").get("before").asLong());
     assertThat(r.has("measured")).isFalse();
@@ -127,7 +155,11 @@ class CliTest {
       assertThat(run("analyze", "--model", "mlp", "--batch", "2048", "--lms", mode, "--budget",
           "150MiB", "--report", report.toString())).isEqualTo(0);
       JsonNode r = new ObjectMapper().readTree(report.toFile());
-      assertThat(r.get("plan").get("recomputed_ops").asInt()).as(mode).isPositive();
+      LmsResult expected = mlp2048(mode.equals("sqrt") ? LmsMode.SQRT : LmsMode.REMAT,
+          150L << 20, b -> b);
+      assertThat(expected.recompute().clonedOps()).as(mode).isPositive();
+      assertThat(r.get("plan").get("recomputed_ops").asInt()).as(mode)
+          .isEqualTo(expected.recompute().clonedOps());
       assertThat(r.get("plan").get("swap_outs").asInt()).isZero();
       assertThat(r.get("plan").get("parameters").get("planner").asText())
           .isEqualTo(mode.equals("sqrt") ? "sqrt-checkpoint" : "grappler-recompute");
@@ -190,8 +222,14 @@ class CliTest {
       JsonNode r = new ObjectMapper().readTree(report.toFile());
       assertThat(r.get("plan").get("parameters").get("planner").asText())
           .isEqualTo("xla-remat-" + mode);
-      assertThat(r.get("plan").get("recomputed_ops").asInt()).isPositive();
+      LmsResult expected = mlp2048(mode.equals("path") ? LmsMode.REMAT_PATH
+          : LmsMode.REMAT_XLA, 150L << 20, b -> b.smallNodeLimitBytes(1L << 20)
+          .scheduler(dev.lms4j.core.schedule.Scheduling.Scheduler.BEST));
+      assertThat(expected.recompute().clonedOps()).as(mode).isPositive();
+      assertThat(r.get("plan").get("recomputed_ops").asInt()).as(mode)
+          .isEqualTo(expected.recompute().clonedOps());
       assertThat(r.get("predicted_peak_bytes").get("after").asLong())
+          .isEqualTo(expected.predictedPeakAfter())
           .isLessThanOrEqualTo((long) (150 * 1048576 * 0.8));
       assertThat(dump).isNotEmptyFile();
       assertThat(Files.readString(dump)).contains("rematerialized");
@@ -219,7 +257,11 @@ class CliTest {
         "150MiB", "--report", plain.toString())).as(err).isEqualTo(0);
     JsonNode p = new ObjectMapper().readTree(plain.toFile());
     // with FLOP estimates the hybrid plan recomputes cheap ops (and swaps one tensor)
-    assertThat(p.get("plan").get("recomputed_ops").asInt()).isPositive();
+    LmsResult flops = mlp2048(LmsMode.AUTO, 150L << 20, b -> b);
+    assertThat(flops.recompute().clonedOps()).isPositive();
+    assertThat(p.get("plan").get("recomputed_ops").asInt())
+        .isEqualTo(flops.recompute().clonedOps());
+    assertThat(p.get("plan").get("swap_outs").asInt()).isEqualTo(flops.plan().swapOuts().size());
 
     // a trace in LMS4J_DUMP_TRACE's format in which every op took a second: recomputing
     // anything now costs more than any transfer, so the plan only swaps
@@ -236,7 +278,11 @@ class CliTest {
         .as(err).isEqualTo(0);
     JsonNode q = new ObjectMapper().readTree(profiled.toFile());
     assertThat(q.get("plan").get("recomputed_ops").asInt()).isZero();
-    assertThat(q.get("plan").get("swap_outs").asInt()).isPositive();
+    Map<String, Double> us = dev.lms4j.core.memory.CostModel.loadTrace(tsv);
+    LmsResult slow = mlp2048(LmsMode.AUTO, 150L << 20,
+        b -> b.costModel(dev.lms4j.core.memory.CostModel.defaults().withProfile(us)));
+    assertThat(slow.plan().swapOuts()).isNotEmpty();
+    assertThat(q.get("plan").get("swap_outs").asInt()).isEqualTo(slow.plan().swapOuts().size());
 
     // a missing or unreadable profile is bad input: exit 2, no report
     Files.writeString(dir.resolve("junk.tsv"), "not a trace\n");
@@ -257,7 +303,11 @@ class CliTest {
           "--budget", "150MiB", "--swap-path", path, "--report", report.toString()))
           .as(err).isEqualTo(0);
       JsonNode r = new ObjectMapper().readTree(report.toFile());
-      assertThat(r.get("plan").get("swap_outs").asInt()).isPositive();
+      LmsResult expected = mlp2048(LmsMode.SWAP, 150L << 20,
+          b -> b.swapPath(dev.lms4j.tf.SwapPath.parse(path)));
+      assertThat(expected.plan().swapOuts()).isNotEmpty();
+      assertThat(r.get("plan").get("swap_outs").asInt())
+          .isEqualTo(expected.plan().swapOuts().size());
       assertThat(r.get("swap").get("path").asText()).isEqualTo(path);
     }
   }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.Lms;
+import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.Probe;
@@ -15,6 +16,7 @@ import dev.lms4j.train.data.SyntheticDataset;
 import dev.lms4j.train.models.ModelZoo;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 
@@ -46,25 +48,58 @@ class ProbeTest {
     Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
     double first = auto.budget().memRatio();
     List<Double> ratios = new ArrayList<>();
+    List<LmsResult> plans = new ArrayList<>();
     Probe.Outcome o = Probe.closeLoop(tg, b -> {
       ratios.add(b.memRatio());
-      return ratios.size() == 1 ? off.rewrite(tg) : auto.withBudget(b).rewrite(tg);
+      LmsResult p = ratios.size() == 1 ? off.rewrite(tg) : auto.withBudget(b).rewrite(tg);
+      plans.add(p);
+      return p;
     }, Probe.Options.of(budget, first));
 
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REPLANNED);
-    assertThat(o.replans()).isPositive();
+    assertThat(o.replans()).isPositive().isEqualTo(plans.size() - 1);
+    // each plan probed once, in order, recorded with the ratio it was planned at and its own
+    // prediction; the last one passed, so the unmodified graph was not probed
+    assertThat(o.attempts()).hasSize(plans.size());
+    for (int k = 0; k < plans.size(); k++) {
+      Probe.Attempt a = o.attempts().get(k);
+      assertThat(a.number()).isEqualTo(k + 1);
+      assertThat(a.graph()).isEqualTo("plan");
+      assertThat(a.memRatio()).isEqualTo(ratios.get(k));
+      assertThat(a.predictedPeakBytes()).isEqualTo(plans.get(k).predictedPeakAfter());
+      assertThat(a.planner()).isEqualTo(plans.get(k).planner() == null ? "none"
+          : plans.get(k).planner());
+    }
     Probe.Attempt try1 = o.attempts().get(0);
-    assertThat(try1.graph()).isEqualTo("plan");
     assertThat(try1.oom()).isTrue();
+    assertThat(try1.measuredPeakBytes()).isEqualTo(-1);
     assertThat(try1.failedAllocationBytes()).isPositive();
-    // the re-plan's limit is the first prediction less at least the failed allocation
-    assertThat(ratios.get(1) * budget)
-        .isLessThanOrEqualTo(try1.predictedPeakBytes() - try1.failedAllocationBytes() + 1.0);
+    // every try but the last failed, and the next plan's limit is the failed plan's (its
+    // prediction, or the limit it was planned at when lower) less what the probe missed: the
+    // allocation that failed, or the traced overshoot (at least 2% of the budget)
+    for (int k = 0; k + 1 < plans.size(); k++) {
+      Probe.Attempt a = o.attempts().get(k);
+      assertThat(a.passed(budget)).as("try " + a.number()).isFalse();
+      long missed = a.oom() ? a.failedAllocationBytes() : a.measuredPeakBytes() - budget;
+      long limit = Math.min(a.predictedPeakBytes(), (long) (budget * ratios.get(k)))
+          - Math.max(missed, (long) (0.02 * budget));
+      assertThat(ratios.get(k + 1)).as("try " + a.number()).isEqualTo((double) limit / budget);
+    }
     Probe.Attempt last = o.attempts().get(o.attempts().size() - 1);
     assertThat(last.fits()).isTrue();
-    assertThat(last.measuredPeakBytes()).isPositive().isLessThanOrEqualTo(budget);
+    assertThat(last.oom()).isFalse();
+    assertThat(last.failedAllocationBytes()).isEqualTo(-1);
+    // the traced peak holds at least the variables (and their Adam slots), which live in the
+    // allocator for the whole step (passed() already kept it within the budget)
+    assertThat(last.measuredPeakBytes())
+        .isGreaterThanOrEqualTo(o.result().stats().parameterBytes());
+    // the plan committed is the last one probed, and the message reports its try
+    assertThat(o.result()).isSameAs(plans.get(plans.size() - 1));
     assertThat(last.predictedPeakBytes()).isEqualTo(o.result().predictedPeakAfter());
     assertThat(o.result().rewritten()).isTrue();
+    assertThat(o.message()).contains(String.format(Locale.ROOT, "traced peak of %.1f MiB",
+        last.measuredPeakBytes() / (double) MIB))
+        .endsWith("after " + o.replans() + " re-plan" + (o.replans() > 1 ? "s" : ""));
 
     RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
         BudgetedRunner.Options.of(budget, STEPS));
@@ -88,10 +123,24 @@ class ProbeTest {
     Probe.Outcome o = Probe.closeLoop(tg, b -> auto.withBudget(b).rewrite(tg),
         Probe.Options.of(budget, 0.45));
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.UNMODIFIED);
+    assertThat(o.replans()).isZero();
+    assertThat(o.smallestBudgetBytes()).isEqualTo(-1);
     assertThat(o.attempts()).singleElement().satisfies(a -> {
+      assertThat(a.number()).isEqualTo(1);
       assertThat(a.graph()).isEqualTo("unmodified");
+      assertThat(a.planner()).isEqualTo("none");
+      assertThat(a.memRatio()).isNaN();
       assertThat(a.fits()).isTrue();
-      assertThat(a.measuredPeakBytes()).isPositive().isLessThanOrEqualTo(budget);
+      assertThat(a.oom()).isFalse();
+      assertThat(a.failedAllocationBytes()).isEqualTo(-1);
+      // the unmodified graph's own simulated peak, as the outcome gives it to train with
+      assertThat(a.predictedPeakBytes()).isEqualTo(o.result().predictedPeakBefore());
+      // the traced peak holds at least the variables (the 16 MiB table among them), which live
+      // in the allocator for the whole step (passed() already kept it within the budget)
+      assertThat(a.measuredPeakBytes()).isGreaterThanOrEqualTo(16 * MIB)
+          .isGreaterThanOrEqualTo(o.result().stats().parameterBytes());
+      assertThat(o.message()).contains(String.format(Locale.ROOT, "traced peak %.1f MiB",
+          a.measuredPeakBytes() / (double) MIB));
     });
     assertThat(o.graphDef()).isEqualTo(tg.graphDef());
     assertThat(o.result().rewritten()).isFalse();
