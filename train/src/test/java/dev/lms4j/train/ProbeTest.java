@@ -172,6 +172,11 @@ class ProbeTest {
       assertThat(a.oom()).isTrue();
     });
     assertThat(o.smallestBudgetBytes()).isGreaterThan(32 * MIB);
+    // the figure named is true: an independent run of the unmodified graph at that budget
+    // trains (it is an upper bound found by the probe's bisection, not TensorFlow's minimum)
+    RunResult at = BudgetedRunner.run(tg, BudgetedRunner.Options.of(o.smallestBudgetBytes(), 2));
+    assertThat(at.fits()).as("at the named %d MiB: %s", o.smallestBudgetBytes() >> 20, at)
+        .isTrue();
     assertThat(o.message()).startsWith("A budget of 20 MiB cannot work")
         .contains("smallest budget that could work is about").contains("measured")
         .contains("checked: ").doesNotContain("\n");
