@@ -49,6 +49,8 @@ public final class SoakBench {
   private static final int BATCH = 1024;
   private static final long BUDGET = 32L << 20;
   private static final int SAMPLE_EVERY = 10;
+  /** The end of the run whose growth shows whether RSS has levelled off. */
+  private static final int TAIL_STEPS = 300;
 
   private SoakBench() {}
 
@@ -157,6 +159,12 @@ public final class SoakBench {
           .put("rss_code_first_after_warmup_mib", after.length > 0 ? after[0][4] : Double.NaN)
           .put("rss_code_last_mib", after.length > 0 ? after[after.length - 1][4] : Double.NaN)
           .put("rss_slope_without_code_mib_per_1000_steps", 1000 * slope(withoutCode(after), 0));
+      double lastStep = after.length > 0 ? after[after.length - 1][0] : 0;
+      double[][] tail = Arrays.stream(after).filter(x -> x[0] >= lastStep - TAIL_STEPS)
+          .toArray(double[][]::new);
+      row.put("tail_steps", TAIL_STEPS)
+          .put("rss_growth_tail_mib", growth(tail, 2))
+          .put("rss_code_growth_tail_mib", growth(tail, 4));
       ObjectNode byKind = row.putObject("rss_slope_by_kind_mib_per_1000_steps");
       for (int k = 0; k < KINDS.length; k++) {
         byKind.put(KINDS[k], 1000 * slope(column(after, 4 + k), 0));
@@ -280,6 +288,11 @@ public final class SoakBench {
     return new Resident(kib[0], kib[1], kib[2]);
   }
 
+  /** Column {@code c} of the last sample minus that of the first (NaN without samples). */
+  static double growth(double[][] pts, int c) {
+    return pts.length == 0 ? Double.NaN : pts[pts.length - 1][c] - pts[0][c];
+  }
+
   /** The samples with column {@code c} as their RSS column (2), for {@link #slope}. */
   private static double[][] column(double[][] pts, int c) {
     return Arrays.stream(pts).map(p -> new double[] {p[0], p[1], p[c]}).toArray(double[][]::new);
@@ -345,18 +358,22 @@ public final class SoakBench {
         + "grows while methods that run once or a few times per step reach the JIT's "
         + "thresholds), anon is the rest of the anonymous memory (Java heap, malloc arenas, "
         + "TensorFlow's allocator, thread stacks), file is mapped libraries.\n\n");
-    md.append("| tier | JIT code after warm-up -> last (MiB) | slope MiB / 1000 steps: JIT code "
-        + "| anon | file | RSS without JIT code |\n|---|---|---|---|---|---|\n");
+    md.append(String.format(Locale.ROOT, "| tier | JIT code after warm-up -> last (MiB) | "
+        + "slope MiB / 1000 steps: JIT code | anon | file | RSS without JIT code | growth over "
+        + "the last %d steps (MiB): RSS | JIT code |%n|---|---|---|---|---|---|---|---|%n",
+        TAIL_STEPS));
     for (var t : root.get("tiers")) {
       if (!t.get("fits").asBoolean()) {
         continue;
       }
       var k = t.get("rss_slope_by_kind_mib_per_1000_steps");
-      md.append(String.format(Locale.ROOT, "| %s | %.2f -> %.2f | %.3f | %.3f | %.3f | %.3f |%n",
-          t.get("tier").asText(), t.get("rss_code_first_after_warmup_mib").asDouble(),
+      md.append(String.format(Locale.ROOT, "| %s | %.2f -> %.2f | %.3f | %.3f | %.3f | %.3f | "
+              + "%.2f | %.2f |%n", t.get("tier").asText(),
+          t.get("rss_code_first_after_warmup_mib").asDouble(),
           t.get("rss_code_last_mib").asDouble(), k.get("jit_code").asDouble(),
           k.get("anon").asDouble(), k.get("file").asDouble(),
-          t.get("rss_slope_without_code_mib_per_1000_steps").asDouble()));
+          t.get("rss_slope_without_code_mib_per_1000_steps").asDouble(),
+          t.get("rss_growth_tail_mib").asDouble(), t.get("rss_code_growth_tail_mib").asDouble()));
     }
     return md.toString();
   }

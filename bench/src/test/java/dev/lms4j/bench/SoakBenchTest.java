@@ -27,6 +27,10 @@ class SoakBenchTest {
     double[][] flat = {{1, 0.1, 300, 0}, {2, 0.2, 300, 0}, {3, 0.3, 300, 0}};
     assertThat(SoakBench.slope(flat, 0)).isZero();
     assertThat(SoakBench.slope(new double[][] {{1, 1, 1, 0}}, 0)).isNaN();
+    // growth: last minus first of a column (a one-off step counts, the path between does not)
+    double[][] step = {{700, 0, 400, 0}, {800, 0, 409, 0}, {900, 0, 409, 0}, {1000, 0, 409.5, 0}};
+    assertThat(SoakBench.growth(step, 2)).isCloseTo(9.5, within(1e-9));
+    assertThat(SoakBench.growth(new double[0][], 2)).isNaN();
   }
 
   @Test
