@@ -328,9 +328,11 @@ public final class SoakBench {
         root.get("load_average_start").asDouble(), root.get("load_average_end").asDouble()));
     md.append(String.format(Locale.ROOT, "mlp (%s) at batch %d, %d steps per tier under a BFC "
             + "budget of %d MiB with `--lms %s` (it runs out of memory without LMS). The worker "
-            + "JVM's RSS (`/proc/PID/status` VmRSS) is sampled every %d steps; the slope is a "
+            + "JVM's RSS (the sum of `Rss` over `/proc/PID/smaps`) is sampled every %d steps "
+            + "but the last (the worker is closing its session by then); the slope is a "
             + "least-squares line through the samples after the first %d steps. Swap-file bytes "
-            + "are sampled at the same moments, while the worker runs the next step.%n%n",
+            + "are sampled at the same moments, after the RSS, while the worker runs the next "
+            + "step.%n%n",
         root.get("options").asText(), root.get("batch").asInt(), root.get("steps").asInt(),
         root.get("budget_bytes").asLong() >> 20, root.get("mode").asText(), SAMPLE_EVERY,
         root.get("warmup_steps").asInt()));
