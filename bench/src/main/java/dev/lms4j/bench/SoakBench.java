@@ -49,6 +49,8 @@ public final class SoakBench {
   private static final int BATCH = 1024;
   private static final long BUDGET = 32L << 20;
   private static final int SAMPLE_EVERY = 10;
+  /** The end of the run whose growth shows whether RSS has levelled off. */
+  private static final int TAIL_STEPS = 300;
 
   private SoakBench() {}
 
@@ -112,7 +114,8 @@ public final class SoakBench {
         budget = BUDGET;
       }
       row.put("swap_outs", swapOuts).put("budget_bytes", budget);
-      List<double[]> samples = new ArrayList<>(); // step, minutes, rss MiB, swap file bytes
+      // step, minutes, RSS MiB, swap file bytes, then RSS MiB by kind: JIT code, anon, file
+      List<double[]> samples = new ArrayList<>();
       long start = System.nanoTime();
       BudgetedRunner.Options base = BudgetedRunner.Options.of(budget, steps);
       BudgetedRunner.Options o = new BudgetedRunner.Options(budget, steps, base.seed(),
@@ -121,17 +124,23 @@ public final class SoakBench {
           tier == null ? "reference" : tier + " tier", steps, BATCH,
           budget > 0 ? "under " + (budget >> 20) + " MiB" : "no budget", swapOuts);
       RunResult r = BudgetedRunner.run(rewritten, o, s -> {
-        if (s.step() % SAMPLE_EVERY != 0) {
+        // the last step is not sampled: the worker then closes its session, and a sample taken
+        // while it does reads memory on its way back (9 MiB lower in one run)
+        if (s.step() % SAMPLE_EVERY != 0 || s.step() == steps) {
           return;
         }
-        Optional<Long> rss = worker().flatMap(SoakBench::rssKib);
+        Optional<Resident> rss = worker().flatMap(SoakBench::resident);
         if (rss.isPresent()) {
+          Resident m = rss.get();
           samples.add(new double[] {s.step(), (System.nanoTime() - start) / 6e10,
-              rss.get() / 1024.0, swapBytes(swapDir)});
+              m.totalKib() / 1024.0, swapBytes(swapDir), m.codeKib() / 1024.0,
+              m.anonKib() / 1024.0, m.fileKib() / 1024.0});
         }
         if (s.step() % 100 == 0) {
-          out.printf(Locale.ROOT, "  step %d: worker RSS %.1f MiB, swap files %d bytes%n",
-              s.step(), rss.map(k -> k / 1024.0).orElse(Double.NaN), swapBytes(swapDir));
+          out.printf(Locale.ROOT, "  step %d: worker RSS %.1f MiB (JIT code %.1f), swap files "
+                  + "%d bytes%n", s.step(), rss.map(k -> k.totalKib() / 1024.0)
+                  .orElse(Double.NaN), rss.map(k -> k.codeKib() / 1024.0).orElse(Double.NaN),
+              swapBytes(swapDir));
         }
       });
       row.put("fits", r.fits()).put("steps_run", r.steps().size());
@@ -149,6 +158,20 @@ public final class SoakBench {
               .orElse(Double.NaN))
           .put("rss_slope_mib_per_1000_steps", 1000 * slope(after, 0))
           .put("rss_slope_mib_per_minute", slope(after, 1))
+          .put("rss_code_first_after_warmup_mib", after.length > 0 ? after[0][4] : Double.NaN)
+          .put("rss_code_last_mib", after.length > 0 ? after[after.length - 1][4] : Double.NaN)
+          .put("rss_slope_without_code_mib_per_1000_steps", 1000 * slope(withoutCode(after), 0));
+      double lastStep = after.length > 0 ? after[after.length - 1][0] : 0;
+      double[][] tail = Arrays.stream(after).filter(x -> x[0] >= lastStep - TAIL_STEPS)
+          .toArray(double[][]::new);
+      row.put("tail_steps", TAIL_STEPS)
+          .put("rss_growth_tail_mib", growth(tail, 2))
+          .put("rss_code_growth_tail_mib", growth(tail, 4));
+      ObjectNode byKind = row.putObject("rss_slope_by_kind_mib_per_1000_steps");
+      for (int k = 0; k < KINDS.length; k++) {
+        byKind.put(KINDS[k], 1000 * slope(column(after, 4 + k), 0));
+      }
+      row
           .put("swap_file_bytes_max_sampled", samples.stream().mapToDouble(x -> x[3]).max()
               .orElse(0))
           .put("swap_file_samples_at_zero", samples.stream().filter(x -> x[3] == 0).count())
@@ -156,13 +179,19 @@ public final class SoakBench {
           .put("swap_files_after_run", fileCount(swapDir));
       ArrayNode series = row.putArray("rss_series");
       for (double[] x : samples) {
-        series.addArray().add((int) x[0]).add(Math.round(x[2] * 10) / 10.0).add((long) x[3]);
+        series.addArray().add((int) x[0]).add(Math.round(x[2] * 10) / 10.0).add((long) x[3])
+            .add(Math.round(x[4] * 100) / 100.0).add(Math.round(x[5] * 10) / 10.0)
+            .add(Math.round(x[6] * 10) / 10.0);
       }
       out.printf(Locale.ROOT, "  RSS after warm-up %.1f -> %.1f MiB, slope %.3f MiB per 1000 "
-              + "steps (%.3f MiB/min); swap files after the run: %d bytes in %d files%n",
+              + "steps (%.3f MiB/min), %.3f without JIT code (%.2f -> %.2f MiB); swap files "
+              + "after the run: %d bytes in %d files%n",
           row.get("rss_first_after_warmup_mib").asDouble(), row.get("rss_last_mib").asDouble(),
           row.get("rss_slope_mib_per_1000_steps").asDouble(),
           row.get("rss_slope_mib_per_minute").asDouble(),
+          row.get("rss_slope_without_code_mib_per_1000_steps").asDouble(),
+          row.get("rss_code_first_after_warmup_mib").asDouble(),
+          row.get("rss_code_last_mib").asDouble(),
           row.get("swap_file_bytes_after_run").asLong(), row.get("swap_files_after_run").asInt());
       return row;
     } finally {
@@ -214,17 +243,67 @@ public final class SoakBench {
     }
   }
 
-  private static Optional<Long> rssKib(ProcessHandle p) {
-    try {
-      for (String l : Files.readAllLines(Path.of("/proc", Long.toString(p.pid()), "status"))) {
-        if (l.startsWith("VmRSS:")) {
-          return Optional.of(Long.parseLong(l.replaceAll("[^0-9]", "")));
-        }
-      }
-    } catch (IOException | NumberFormatException e) {
-      // the worker has ended
+  /**
+   * A process's resident memory by kind, summed over its mappings in {@code /proc/PID/smaps}.
+   *
+   * @param codeKib anonymous executable mappings: JIT-compiled code (the JVM's code cache,
+   *                kernels a native library generates at run time)
+   * @param anonKib other anonymous mappings: the Java heap, malloc arenas, thread stacks,
+   *                TensorFlow's allocator
+   * @param fileKib file-backed mappings: the JVM, TensorFlow and other libraries, class data
+   */
+  record Resident(long codeKib, long anonKib, long fileKib) {
+    long totalKib() {
+      return codeKib + anonKib + fileKib;
     }
-    return Optional.empty();
+  }
+
+  /** The kinds of {@link Resident}, in the order of the sample columns 4, 5, 6. */
+  private static final String[] KINDS = {"jit_code", "anon", "file"};
+
+  private static Optional<Resident> resident(ProcessHandle p) {
+    try {
+      return Optional.of(resident(Files.readAllLines(Path.of("/proc", Long.toString(p.pid()),
+          "smaps"))));
+    } catch (IOException | java.io.UncheckedIOException e) {
+      return Optional.empty(); // the worker has ended
+    }
+  }
+
+  /**
+   * Sums the {@code Rss:} lines of a {@code /proc/PID/smaps} text by the kind of the mapping
+   * they belong to: a path makes it file-backed; otherwise an {@code x} in its permissions
+   * makes it code; everything else (also {@code [heap]} and {@code [stack]}) is anonymous.
+   */
+  static Resident resident(List<String> smaps) {
+    long[] kib = new long[3];
+    int kind = 1;
+    for (String l : smaps) {
+      String[] f = l.trim().split("\\s+");
+      if (f.length >= 5 && f[0].matches("[0-9a-f]+-[0-9a-f]+")) {
+        String path = f.length > 5 ? f[5] : "";
+        kind = path.startsWith("/") ? 2 : f[1].indexOf('x') >= 0 ? 0 : 1;
+      } else if (f.length >= 2 && f[0].equals("Rss:")) {
+        kib[kind] += Long.parseLong(f[1]);
+      }
+    }
+    return new Resident(kib[0], kib[1], kib[2]);
+  }
+
+  /** Column {@code c} of the last sample minus that of the first (NaN without samples). */
+  static double growth(double[][] pts, int c) {
+    return pts.length == 0 ? Double.NaN : pts[pts.length - 1][c] - pts[0][c];
+  }
+
+  /** The samples with column {@code c} as their RSS column (2), for {@link #slope}. */
+  private static double[][] column(double[][] pts, int c) {
+    return Arrays.stream(pts).map(p -> new double[] {p[0], p[1], p[c]}).toArray(double[][]::new);
+  }
+
+  /** The samples with RSS minus JIT code as their RSS column. */
+  private static double[][] withoutCode(double[][] pts) {
+    return Arrays.stream(pts).map(p -> new double[] {p[0], p[1], p[2] - p[4]})
+        .toArray(double[][]::new);
   }
 
   private static long swapBytes(Path dir) {
@@ -249,9 +328,11 @@ public final class SoakBench {
         root.get("load_average_start").asDouble(), root.get("load_average_end").asDouble()));
     md.append(String.format(Locale.ROOT, "mlp (%s) at batch %d, %d steps per tier under a BFC "
             + "budget of %d MiB with `--lms %s` (it runs out of memory without LMS). The worker "
-            + "JVM's RSS (`/proc/PID/status` VmRSS) is sampled every %d steps; the slope is a "
+            + "JVM's RSS (the sum of `Rss` over `/proc/PID/smaps`) is sampled every %d steps "
+            + "but the last (the worker is closing its session by then); the slope is a "
             + "least-squares line through the samples after the first %d steps. Swap-file bytes "
-            + "are sampled at the same moments, while the worker runs the next step.%n%n",
+            + "are sampled at the same moments, after the RSS, while the worker runs the next "
+            + "step.%n%n",
         root.get("options").asText(), root.get("batch").asInt(), root.get("steps").asInt(),
         root.get("budget_bytes").asLong() >> 20, root.get("mode").asText(), SAMPLE_EVERY,
         root.get("warmup_steps").asInt()));
@@ -276,6 +357,30 @@ public final class SoakBench {
           t.get("swap_file_samples_at_zero").asInt(), t.get("rss_samples").asInt(),
           t.get("swap_file_bytes_after_run").asLong(), t.get("swap_files_after_run").asInt()));
     }
+    md.append("\nWhere the slope comes from: each sample's RSS split by kind of mapping "
+        + "(`/proc/PID/smaps`): JIT code is anonymous executable memory (the JVM's code cache "
+        + "grows while methods that run once or a few times per step reach the JIT's "
+        + "thresholds), anon is the rest of the anonymous memory (Java heap, malloc arenas, "
+        + "TensorFlow's allocator, thread stacks), file is mapped libraries.\n\n");
+    md.append(String.format(Locale.ROOT, "| tier | JIT code after warm-up -> last (MiB) | "
+        + "slope MiB / 1000 steps: JIT code | anon | file | RSS without JIT code | growth over "
+        + "the last %d steps (MiB): RSS | JIT code |%n|---|---|---|---|---|---|---|---|%n",
+        TAIL_STEPS));
+    for (var t : root.get("tiers")) {
+      if (!t.get("fits").asBoolean()) {
+        continue;
+      }
+      var k = t.get("rss_slope_by_kind_mib_per_1000_steps");
+      md.append(String.format(Locale.ROOT, "| %s | %.2f -> %.2f | %.3f | %.3f | %.3f | %.3f | "
+              + "%.2f | %.2f |%n", t.get("tier").asText(),
+          t.get("rss_code_first_after_warmup_mib").asDouble(),
+          t.get("rss_code_last_mib").asDouble(), k.get("jit_code").asDouble(),
+          k.get("anon").asDouble(), k.get("file").asDouble(),
+          t.get("rss_slope_without_code_mib_per_1000_steps").asDouble(),
+          t.get("rss_growth_tail_mib").asDouble(), t.get("rss_code_growth_tail_mib").asDouble()));
+    }
+    md.append("\nWhat each kind is and why it grows, measured over up to 3000 steps: "
+        + "[soak-rss.md](soak-rss.md).\n");
     return md.toString();
   }
 }

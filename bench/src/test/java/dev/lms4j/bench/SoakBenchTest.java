@@ -3,9 +3,13 @@ package dev.lms4j.bench;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
-/** The soak's leak figure: the least-squares slope of RSS over steps and over minutes. */
+/**
+ * The soak's leak figure: the least-squares slope of RSS over steps and over minutes, and the
+ * split of a worker's RSS by kind of mapping that says where a slope comes from.
+ */
 class SoakBenchTest {
 
   @Test
@@ -23,5 +27,44 @@ class SoakBenchTest {
     double[][] flat = {{1, 0.1, 300, 0}, {2, 0.2, 300, 0}, {3, 0.3, 300, 0}};
     assertThat(SoakBench.slope(flat, 0)).isZero();
     assertThat(SoakBench.slope(new double[][] {{1, 1, 1, 0}}, 0)).isNaN();
+    // growth: last minus first of a column (a one-off step counts, the path between does not)
+    double[][] step = {{700, 0, 400, 0}, {800, 0, 409, 0}, {900, 0, 409, 0}, {1000, 0, 409.5, 0}};
+    assertThat(SoakBench.growth(step, 2)).isCloseTo(9.5, within(1e-9));
+    assertThat(SoakBench.growth(new double[0][], 2)).isNaN();
+  }
+
+  @Test
+  void residentMemoryIsSplitIntoJitCodeAnonymousAndFileBackedMappings() {
+    // an excerpt of a worker JVM's /proc/PID/smaps: the Java heap (anonymous, rw), the code
+    // cache (anonymous, rwx), a library (file, r-x and rw), the malloc heap and a thread stack
+    List<String> smaps = List.of(
+        "c0000000-c7e00000 rw-p 00000000 00:00 0 ",
+        "Size:             129024 kB",
+        "Rss:              112220 kB",
+        "Pss:              112220 kB",
+        "Anonymous:        112220 kB",
+        "VmFlags: rd wr mr mw me ac sd ",
+        "7f1c8d400000-7f1c8d7b0000 rwxp 00000000 00:00 0 ",
+        "Size:               3776 kB",
+        "Rss:                3732 kB",
+        "7f1ca0000000-7f1ca8000000 r-xp 00100000 08:01 1234   /opt/lib/libtensorflow_cc.so.2",
+        "Size:             131072 kB",
+        "Rss:              200000 kB",
+        "7f1ca8000000-7f1ca8100000 rw-p 08100000 08:01 1234   /opt/lib/libtensorflow_cc.so.2",
+        "Rss:                1000 kB",
+        "557da5c09000-557da5c50000 rw-p 00000000 00:00 0                          [heap]",
+        "Rss:                 132 kB",
+        "7ffd5e6f1000-7ffd5e712000 rw-p 00000000 00:00 0                          [stack]",
+        "Rss:                  40 kB",
+        "7ffd5e7f0000-7ffd5e7f2000 r-xp 00000000 00:00 0                          [vdso]",
+        "Rss:                   4 kB");
+    SoakBench.Resident r = SoakBench.resident(smaps);
+    // code: the rwx anonymous mapping and [vdso] (anonymous, executable): 3732 + 4
+    assertThat(r.codeKib()).isEqualTo(3736);
+    // anon: Java heap + [heap] + [stack]: 112220 + 132 + 40; "Anonymous:" and "Pss:" not counted
+    assertThat(r.anonKib()).isEqualTo(112392);
+    assertThat(r.fileKib()).isEqualTo(201000);
+    assertThat(r.totalKib()).isEqualTo(3736 + 112392 + 201000);
+    assertThat(SoakBench.resident(List.of())).isEqualTo(new SoakBench.Resident(0, 0, 0));
   }
 }
