@@ -159,7 +159,7 @@ class ProbeTest {
    * plus the allocation that failed (about 49 + 16 MiB).
    */
   @Test
-  void aBudgetNothingFitsIsRefusedWithAMeasuredSmallestBudget() {
+  void aBudgetNothingFitsIsRefusedWithAMeasuredSmallestBudget() throws Exception {
     TrainingGraph tg = ProbeGraphs.wideDense();
     long budget = 20 * MIB;
     Lms auto = Lms.builder().budget(budget).build();
