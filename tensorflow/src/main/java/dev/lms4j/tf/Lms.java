@@ -284,22 +284,38 @@ public final class Lms {
       }
     }
     PlanningContext ctx = context(gd, model);
-    if (mode.plans()) {
-      budget.requireFloor(LowerBound.of(model));
-    }
     Scheduling.Result scheduled = null;
-    if (scheduler != Scheduling.Scheduler.NONE) {
-      scheduled = Scheduling.apply(model, scheduler);
-      if (scheduled.changed()) {
-        gd = ScheduleRewriter.rewrite(AddNRewriter.rewrite(gd, scheduled.chains()),
-            scheduled.edges());
-        model = scheduled.graph();
-        ctx = context(gd, model);
-      } else {
-        scheduled = null;
+    MemoryPlan plan;
+    try {
+      if (mode.plans()) {
+        budget.requireFloor(LowerBound.of(model));
       }
+      if (scheduler != Scheduling.Scheduler.NONE) {
+        scheduled = Scheduling.apply(model, scheduler);
+        if (scheduled.changed()) {
+          gd = ScheduleRewriter.rewrite(AddNRewriter.rewrite(gd, scheduled.chains()),
+              scheduled.edges());
+          model = scheduled.graph();
+          ctx = context(gd, model);
+        } else {
+          scheduled = null;
+        }
+      }
+      plan = mode.plan(model, ctx);
+    } catch (PlanningException e) {
+      if (!budget.isSet() || before > budget.bytes()) {
+        throw e;
+      }
+      // never worse than TensorFlow: no plan keeps the memory ratio's margin, but the graph as
+      // given is predicted to fit the whole budget, where TensorFlow may well train it; it is
+      // left as it was (run and train probe it before training)
+      LOG.warn("[LMS][0] No plan keeps the memory ratio's margin ({}), but the graph as given "
+          + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was, with no "
+          + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
+          String.format("%.1f", budget.bytes() / 1048576.0));
+      return new LmsResult(given, MemoryPlan.unchanged(mode.cliName(), givenModel,
+          context(given, givenModel), before), givenModel, stats, before, ms(t0), 0, null);
     }
-    MemoryPlan plan = mode.plan(model, ctx);
     if (!plan.needed() && scheduled == null && pre.changed() && budget.fits(before)) {
       // the graph as given fits: LMS is not necessary, and the graph is left as it was
       LOG.info("[LMS][0] The graph fits as given: the rewrites before planning are not kept");
