@@ -409,8 +409,12 @@ class CliTest {
     // the trainer's LMS callback probed the plan in its own budgeted worker before training
     JsonNode probe = r.get("probe");
     assertThat(probe.get("verdict").asText()).isEqualTo("accepted");
-    assertThat(probe.get("attempts").get(0).get("measured_peak_bytes").asLong()).isPositive()
-        .isLessThanOrEqualTo(88L << 20);
+    // the probe's traced peak holds at least LeNet's variables (they stay in the allocator)
+    long params = Lms.builder().build().rewrite(ModelZoo.getOrThrow("lenet").build(100,
+        Map.of())).stats().parameterBytes();
+    assertThat(params).isGreaterThan(1L << 20);
+    assertThat(probe.get("attempts").get(0).get("measured_peak_bytes").asLong())
+        .isGreaterThan(params);
     assertThat(probe.get("attempts").get(0).get("predicted_peak_bytes").asLong())
         .isEqualTo(r.get("predicted_peak_bytes").get("after").asLong());
     assertThat(r.get("measured").get("steps").get(0).get("loss").asDouble())
