@@ -10,6 +10,7 @@ import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningContext;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
+import dev.lms4j.core.plan.UnionFind;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
@@ -125,16 +126,19 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
           Integer j = itemOf.get(in);
           OptimalPlanner.Move v = j == null ? null : version(j, m.stage());
           if (v != null && v.recompute()) {
-            parent[root(parent, index.get(m))] = root(parent, index.get(v));
+            UnionFind.union(parent, index.get(m), index.get(v));
           }
         }
       }
       Map<Integer, List<OptimalPlanner.Move>> sets = new TreeMap<>();
       for (OptimalPlanner.Move m : recomputes) {
-        sets.computeIfAbsent(root(parent, index.get(m)), x -> new ArrayList<>()).add(m);
+        sets.computeIfAbsent(UnionFind.find(parent, index.get(m)), x -> new ArrayList<>())
+            .add(m);
       }
       Map<OptimalPlanner.Move, String> groupOf = new HashMap<>();
-      Map<String, Integer> stageOfClone = new HashMap<>();
+      // where each inserted op goes in the reference's order: {4 x stage + slot, tie-break};
+      // slots: 0 swap-ins before the stage, 1 clones, 2 the stage's own op, 3 swap-outs after it
+      Map<String, long[]> keyOf = new HashMap<>();
       List<RecomputePlan.Group> groups = new ArrayList<>();
       for (List<OptimalPlanner.Move> set : sets.values()) {
         set.sort(Comparator.comparingInt(m -> pos[producer(m).id()]));
@@ -152,7 +156,8 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
           }
           ops.add(p.name());
           groupOf.put(m, name);
-          stageOfClone.put(RecomputePlan.cloneName(name, p.name()), m.stage());
+          keyOf.put(RecomputePlan.cloneName(name, p.name()),
+              new long[] {4L * m.stage() + 1, pos[p.id()]});
           first = Math.min(first, m.stage());
           bytes += items.get(m.item()).bytes();
           TensorId t = items.get(m.item()).id();
@@ -179,7 +184,6 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
       RecomputePlan recompute = new RecomputePlan(groups);
 
       List<SwapPlan.SwapOut> swapOuts = new ArrayList<>();
-      Map<String, Integer> stageOfSwap = new HashMap<>();
       for (int i = 0; i < items.size(); i++) {
         OptimalPlanner.Item it = items.get(i);
         Op p = g.op(it.id().op());
@@ -204,14 +208,14 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
             continue; // a swap-in nothing reads: not part of the plan
           }
           String name = OptimalPlanner.SWAP_PREFIX + "in/" + base + "_" + m.stage();
-          stageOfSwap.put(name, m.stage());
+          keyOf.put(name, new long[] {4L * m.stage(), keyOf.size()});
           ins.add(new SwapPlan.SwapIn(name, consumers,
               List.of(g.op(pr.order()[m.stage() - 1]).name())));
         }
         if (!ins.isEmpty()) {
           Tensor t = p.output(it.id().output());
           String name = OptimalPlanner.SWAP_PREFIX + "out/" + base;
-          stageOfSwap.put(name, it.produced());
+          keyOf.put(name, new long[] {4L * it.produced() + 3, keyOf.size()});
           swapOuts.add(new SwapPlan.SwapOut(p.name(), it.id().output(), t.dtype(), t.bytes(),
               name, ins, List.of()));
         }
@@ -223,18 +227,9 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
       DataflowGraph applied = draft.applyTo(g);
       long[][] keys = new long[applied.size()][];
       for (Op o : applied.ops()) {
-        Integer clone = stageOfClone.get(o.name());
-        Integer swap = stageOfSwap.get(o.name());
-        if (o.id() < g.size()) {
-          keys[o.id()] = new long[] {4L * pos[o.id()] + 2, 0};
-        } else if (clone != null) {
-          keys[o.id()] = new long[] {4L * clone + 1, pos[g.opOrThrow(originalOf(o.name()))
-              .id()]};
-        } else if (swap != null && o.type().equals(OpTypes.SWAP_IN)) {
-          keys[o.id()] = new long[] {4L * swap, o.id()};
-        } else if (swap != null) {
-          keys[o.id()] = new long[] {4L * swap + 3, o.id()};
-        } else {
+        keys[o.id()] = o.id() < g.size() ? new long[] {4L * pos[o.id()] + 2, 0}
+            : keyOf.get(o.name());
+        if (keys[o.id()] == null) {
           throw new IllegalStateException("unexpected op " + o.name() + " in the plan");
         }
       }
@@ -250,19 +245,6 @@ public record ExactPlan(MemoryPlan plan, DataflowGraph applied, int[] order, boo
       MemoryPlan plan = draft.withEstimate(new MemoryPlan.Estimate(pr.peakWithoutLms(), peak,
           draft.estimate().stepMsBefore(), draft.estimate().stepMsAfter(), 1));
       return new ExactPlan(plan, applied, order, faithful, peak, r);
-    }
-
-    private static int root(int[] parent, int v) {
-      while (parent[v] != v) {
-        parent[v] = parent[parent[v]];
-        v = parent[v];
-      }
-      return v;
-    }
-
-    private static String originalOf(String cloneName) {
-      return cloneName.substring(cloneName.indexOf('/', RecomputePlan.cloneName("", "")
-          .length()) + 1);
     }
   }
 
