@@ -285,7 +285,8 @@ public final class Lms {
     }
     PlanningContext ctx = context(gd, model);
     Scheduling.Result scheduled = null;
-    MemoryPlan plan;
+    MemoryPlan plan = null;
+    boolean asGiven = false;
     try {
       if (mode.plans()) {
         budget.requireFloor(LowerBound.of(model));
@@ -313,15 +314,19 @@ public final class Lms {
           + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was, with no "
           + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
           String.format("%.1f", budget.bytes() / 1048576.0));
-      return new LmsResult(given, MemoryPlan.unchanged(mode.cliName(), givenModel,
-          context(given, givenModel), before), givenModel, stats, before, ms(t0), 0, null);
+      asGiven = true;
     }
-    if (!plan.needed() && scheduled == null && pre.changed() && budget.fits(before)) {
+    if (!asGiven && !plan.needed() && scheduled == null && pre.changed()
+        && budget.fits(before)) {
       // the graph as given fits: LMS is not necessary, and the graph is left as it was
       LOG.info("[LMS][0] The graph fits as given: the rewrites before planning are not kept");
+      asGiven = true;
+    }
+    if (asGiven) {
       gd = given;
       model = givenModel;
       pre = LmsResult.PreRewrites.NONE;
+      scheduled = null;
       plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), before);
     }
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
