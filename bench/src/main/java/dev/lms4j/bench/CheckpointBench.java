@@ -127,7 +127,7 @@ public final class CheckpointBench {
     boolean cold = c.dropCaches() && dropCaches();
     root.put("cold_cache", cold);
     try {
-      throughput(c, bytes, scratch, root, out);
+      throughput(c, cold, bytes, scratch, root, out);
       asyncOverhead(c, scratch, root, out);
     } finally {
       deleteTree(scratch);
@@ -142,17 +142,16 @@ public final class CheckpointBench {
 
   // ------------------------------------------------------------------ throughput
 
-  private static void throughput(Config c, long bytes, Path scratch, ObjectNode root,
-      PrintStream out) throws IOException {
+  private static void throughput(Config c, boolean cold, long bytes, Path scratch,
+      ObjectNode root, PrintStream out) throws IOException {
     int reps = c.reps();
-    boolean cold = root.path("cold_cache").asBoolean();
     int nVars = (int) ((bytes + VAR_BYTES - 1) / VAR_BYTES);
     long perVar = bytes / nVars / 4; // floats
     long total = perVar * 4 * nVars;
     root.put("bytes", total).put("variables", nVars).put("repetitions", reps);
     out.printf(Locale.ROOT, "== checkpoint throughput: %d float32 variables, %.1f MiB, %d reps, "
         + "%s cache for reads ==%n", nVars, total / 1048576.0, reps,
-        root.path("cold_cache").asBoolean() ? "cold" : "WARM (could not drop the page cache)");
+        cold ? "cold" : "WARM (could not drop the page cache)");
     ArrayNode results = root.putArray("results");
     try (Graph g = new Graph()) {
       Ops tf = Ops.create(g);

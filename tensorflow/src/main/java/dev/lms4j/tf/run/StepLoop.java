@@ -1,6 +1,5 @@
 package dev.lms4j.tf.run;
 
-
 import dev.lms4j.tf.Manifest;
 import dev.lms4j.tf.ScratchTrace;
 import java.util.ArrayList;
