@@ -20,16 +20,23 @@ import dev.lms4j.core.graph.TensorId;
  *   <li>After it runs, each input whose last reader it was is freed, and outputs nobody reads are
  *       freed at once. Shape-only readers ({@link OpTypes#SHAPE_ONLY}) do not keep a buffer
  *       alive: TensorFlow folds them to constants when shapes are static.</li>
+ *   <li>Outputs that share an input's buffer ({@link BufferAliases}: {@code Identity},
+ *       {@code Reshape}, identity transposes, ...) allocate nothing; the buffer lives until the
+ *       last reader of any of the tensors sharing it is done.</li>
  *   <li>Swap-outs inserted by lms4j read their input like any op and own no device memory;
  *       swap-ins allocate their output like any op, so swap events need no special case.</li>
  * </ul>
  *
- * Not modelled: in-place forwarding of an input buffer to an output, the allocator's rounding
+ * Not modelled: in-place forwarding of an input buffer to an output of another size or by
+ * ops that may reuse an input when nothing else reads it (element-wise kernels), the allocator's rounding
  * and fragmentation, and an executor order other than the one given ({@code docs/bench/fidelity.md}
  * measures what that leaves).
  */
 public final class MemorySimulator {
   private MemorySimulator() {}
+
+  /** Reference count marking an output that shares an input's buffer. */
+  private static final int ALIAS = -2;
 
   /**
    * Simulates {@code order} (a topological order of all of {@code g}'s ops).
@@ -41,6 +48,7 @@ public final class MemorySimulator {
     if (order.length != n) {
       throw new IllegalArgumentException("order has " + order.length + " ops, graph " + n);
     }
+    TensorId[][] owner = BufferAliases.owners(g);
     int[][] refs = new int[n][];
     long pinned = 0;
     for (Op op : g.ops()) {
@@ -53,6 +61,8 @@ public final class MemorySimulator {
           refs[op.id()][i] = -1;
         } else if (t.persistent()) {
           refs[op.id()][i] = -1; // a ref output aliases its variable: no new buffer
+        } else if (owner[op.id()][i].op() != op.id()) {
+          refs[op.id()][i] = ALIAS; // shares an input's buffer (BufferAliases): no new buffer
         }
       }
     }
@@ -61,8 +71,9 @@ public final class MemorySimulator {
         continue;
       }
       for (TensorId in : op.inputs()) {
-        if (refs[in.op()][in.output()] >= 0) {
-          refs[in.op()][in.output()]++;
+        TensorId o = owner[in.op()][in.output()];
+        if (refs[o.op()][o.output()] >= 0) {
+          refs[o.op()][o.output()]++;
         }
       }
     }
@@ -95,9 +106,10 @@ public final class MemorySimulator {
       }
       if (!OpTypes.SHAPE_ONLY.contains(op.type())) {
         for (TensorId in : op.inputs()) {
-          int[] pr = refs[in.op()];
-          if (pr[in.output()] > 0 && --pr[in.output()] == 0) {
-            live -= g.tensor(in).bytes();
+          TensorId o = owner[in.op()][in.output()];
+          int[] pr = refs[o.op()];
+          if (pr[o.output()] > 0 && --pr[o.output()] == 0) {
+            live -= g.tensor(o).bytes();
           }
         }
       }

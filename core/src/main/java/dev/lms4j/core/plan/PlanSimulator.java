@@ -5,6 +5,7 @@ import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.BufferAliases;
 import dev.lms4j.core.memory.MemorySimulator;
 import java.util.Arrays;
 
@@ -27,6 +28,8 @@ public final class PlanSimulator {
   private final int[][] baseCtl;
   private final boolean[] baseShapeOnly;
   private final long[] baseScratch;
+  /** Per base tensor, the tensor that owns its buffer (itself unless it is an alias). */
+  private final int[] baseOwner;
   private final long pinnedBytes;
 
   /** Prepares the arrays of {@code g} once; {@link #peak} can then be called many times. */
@@ -45,6 +48,8 @@ public final class PlanSimulator {
     baseCtl = new int[n][];
     baseShapeOnly = new boolean[n];
     baseScratch = new long[n];
+    baseOwner = new int[baseTensors];
+    TensorId[][] owner = BufferAliases.owners(g);
     long pinned = 0;
     for (Op op : g.ops()) {
       int v = op.id();
@@ -55,6 +60,7 @@ public final class PlanSimulator {
         baseBytes[ti] = t.bytes();
         baseTensorOp[ti] = v;
         baseResident[ti] = pin || t.persistent();
+        baseOwner[ti] = tOff[owner[v][i].op()] + owner[v][i].output();
         if (pin) {
           pinned += t.bytes();
         }
@@ -221,17 +227,20 @@ public final class PlanSimulator {
 
   private long simulate(int total, int[] order, int[][] in, long[] bytes, boolean[] resident) {
     int tensors = bytes.length;
+    int[] owner = new int[tensors];
     int[] refs = new int[tensors];
     for (int t = 0; t < tensors; t++) {
-      refs[t] = resident[t] ? -1 : 0;
+      owner[t] = t < baseTensors ? baseOwner[t] : t;
+      refs[t] = resident[t] ? -1 : owner[t] != t ? -2 : 0;
     }
     for (int v = 0; v < total; v++) {
       if (v < n && baseShapeOnly[v]) {
         continue;
       }
       for (int t : in[v]) {
-        if (refs[t] >= 0) {
-          refs[t]++;
+        int o = owner[t];
+        if (refs[o] >= 0) {
+          refs[o]++;
         }
       }
     }
@@ -249,8 +258,9 @@ public final class PlanSimulator {
       peak = Math.max(peak, live + (v < n ? baseScratch[v] : 0));
       if (v >= n || !baseShapeOnly[v]) {
         for (int t : in[v]) {
-          if (refs[t] > 0 && --refs[t] == 0) {
-            live -= bytes[t];
+          int o = owner[t];
+          if (refs[o] > 0 && --refs[o] == 0) {
+            live -= bytes[o];
           }
         }
       }
