@@ -1,0 +1,253 @@
+package dev.lms4j.core.memory;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.graph.TensorId;
+import java.util.Comparator;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+/**
+ * Replays one training step's allocations through a model of TensorFlow's BFC allocator under a
+ * memory limit, to tell whether the step fits where {@link MemorySimulator}'s sum of live bytes
+ * cannot: the allocator hands out whole chunks, and a chunk is split only when it is at least
+ * twice the request (or the rest is 128 MiB or more), so a 49 MiB tensor placed in a fresh
+ * 64 MiB region holds all 64 MiB. Regions grow as the BFC allocator grows them with
+ * {@code allow_growth}: the first is 2 MiB, each later one twice the size of the one before
+ * (or as large as the request needs), never more than what is left under the limit.
+ *
+ * <p>What is allocated, in this order: resident tensors (variables, constants, feeds) in op
+ * order, as {@code init} and the first step create them; then per op of {@code order} its
+ * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
+ * and the inputs and outputs nobody reads any more are freed, with the reference counts of
+ * {@link MemorySimulator}. Sizes are rounded to the allocator's 256 bytes.
+ *
+ * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
+ * folding), the order of allocations inside a kernel, and the executor's own order (the caller
+ * passes the order to replay).
+ */
+public final class BfcReplay {
+  private static final long MIN_ALLOCATION = 256;
+  private static final long FIRST_REGION = 2L << 20;
+  private static final long MAX_INTERNAL_FRAGMENTATION = 128L << 20;
+
+  /**
+   * What a replay found.
+   *
+   * @param fits         every allocation succeeded
+   * @param peakInUse    the highest sum of chunks in use (what TensorFlow reports as bytes in
+   *                     use), up to the failure
+   * @param regionBytes  the regions allocated at the end (or at the failure)
+   * @param failedOp     the op whose allocation failed, or null
+   * @param failedBytes  the size of the allocation that failed, or 0
+   */
+  public record Result(boolean fits, long peakInUse, long regionBytes, String failedOp,
+      long failedBytes) {}
+
+  private BfcReplay() {}
+
+  /** Replays {@code order} (a topological order of all of {@code g}'s ops) under {@code limit}. */
+  public static Result replay(DataflowGraph g, int[] order, long limit) {
+    Bfc bfc = new Bfc(limit);
+    int n = g.size();
+    TensorId[][] owner = BufferAliases.owners(g);
+    int[][] refs = new int[n][];
+    long[][] chunk = new long[n][];
+    for (Op op : g.ops()) {
+      int k = op.outputs().size();
+      refs[op.id()] = new int[k];
+      chunk[op.id()] = new long[k];
+      boolean pin = MemorySimulator.isPinned(op);
+      for (int i = 0; i < k; i++) {
+        Tensor t = op.output(i);
+        if (pin) {
+          refs[op.id()][i] = -1;
+          if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
+            return bfc.failed(op.name(), t.bytes());
+          }
+        } else if (t.persistent() || owner[op.id()][i].op() != op.id()) {
+          refs[op.id()][i] = -1;
+        }
+      }
+    }
+    for (Op op : g.ops()) {
+      if (OpTypes.SHAPE_ONLY.contains(op.type())) {
+        continue;
+      }
+      for (TensorId in : op.inputs()) {
+        TensorId o = owner[in.op()][in.output()];
+        if (refs[o.op()][o.output()] >= 0) {
+          refs[o.op()][o.output()]++;
+        }
+      }
+    }
+    for (int v : order) {
+      Op op = g.op(v);
+      int[] r = refs[v];
+      for (int i = 0; i < r.length; i++) {
+        long bytes = op.output(i).bytes();
+        if (r[i] >= 0 && bytes > 0) {
+          long at = bfc.allocate(bytes);
+          if (at < 0) {
+            return bfc.failed(op.name(), bytes);
+          }
+          chunk[v][i] = at;
+        }
+      }
+      long scratch = g.scratchBytes(v);
+      if (scratch > 0) {
+        long at = bfc.allocate(scratch);
+        if (at < 0) {
+          return bfc.failed(op.name(), scratch);
+        }
+        bfc.free(at);
+      }
+      if (!OpTypes.SHAPE_ONLY.contains(op.type())) {
+        for (TensorId in : op.inputs()) {
+          TensorId o = owner[in.op()][in.output()];
+          int[] pr = refs[o.op()];
+          if (pr[o.output()] > 0 && --pr[o.output()] == 0 && g.tensor(o).bytes() > 0) {
+            bfc.free(chunk[o.op()][o.output()]);
+          }
+        }
+      }
+      for (int i = 0; i < r.length; i++) {
+        if (r[i] == 0 && op.output(i).bytes() > 0) {
+          bfc.free(chunk[v][i]);
+        }
+      }
+    }
+    return new Result(true, bfc.peak, bfc.regions, null, 0);
+  }
+
+  /**
+   * The smallest limit, in whole MiB up to {@code maxMib}, under which the replay of
+   * {@code order} fits, or -1 when it does not fit under {@code maxMib}. Bisection: a larger
+   * limit can place regions differently, so a few MiB around the answer may disagree.
+   */
+  public static long smallestMib(DataflowGraph g, int[] order, long maxMib) {
+    if (!replay(g, order, maxMib << 20).fits()) {
+      return -1;
+    }
+    long lo = 0;
+    long hi = maxMib;
+    while (hi - lo > 1) {
+      long mid = (lo + hi) >>> 1;
+      if (replay(g, order, mid << 20).fits()) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    return hi;
+  }
+
+  /** The allocator: regions of chunks, best fit by (size, address), split and coalesce. */
+  private static final class Bfc {
+    private final long limit;
+    private long regions;
+    private long nextRegionBytes;
+    private long nextAddress;
+    private long inUse;
+    private long peak;
+    /** Every chunk by address; a region's chunks are adjacent, regions are not. */
+    private final TreeMap<Long, long[]> chunks = new TreeMap<>(); // addr -> {size, used, region}
+    private final TreeSet<long[]> free = new TreeSet<>(
+        Comparator.<long[]>comparingLong(c -> c[0]).thenComparingLong(c -> c[1]));
+
+    Bfc(long limit) {
+      this.limit = limit;
+      this.nextRegionBytes = rounded(Math.min(limit, FIRST_REGION));
+    }
+
+    static long rounded(long bytes) {
+      return Math.max(MIN_ALLOCATION, (bytes + MIN_ALLOCATION - 1) / MIN_ALLOCATION
+          * MIN_ALLOCATION);
+    }
+
+    /** The address of a new chunk, or -1 when the limit is reached. */
+    long allocate(long bytes) {
+      long want = rounded(bytes);
+      long[] c = free.ceiling(new long[] {want, -1});
+      if (c == null) {
+        if (!extend(want)) {
+          return -1;
+        }
+        c = free.ceiling(new long[] {want, -1});
+      }
+      long addr = c[1];
+      free.remove(c);
+      long[] meta = chunks.get(addr);
+      long size = meta[0];
+      if (size >= 2 * want || size - want >= MAX_INTERNAL_FRAGMENTATION) {
+        meta[0] = want;
+        long rest = addr + want;
+        chunks.put(rest, new long[] {size - want, 0, meta[2]});
+        free.add(new long[] {size - want, rest});
+      }
+      meta[1] = 1;
+      inUse += meta[0];
+      peak = Math.max(peak, inUse);
+      return addr;
+    }
+
+    private boolean extend(long want) {
+      long available = (limit - regions) / MIN_ALLOCATION * MIN_ALLOCATION;
+      if (want > available) {
+        return false;
+      }
+      boolean increased = false;
+      while (want > nextRegionBytes) {
+        nextRegionBytes *= 2;
+        increased = true;
+      }
+      long bytes = Math.min(nextRegionBytes, available);
+      if (!increased) {
+        nextRegionBytes *= 2;
+      }
+      long addr = nextAddress;
+      nextAddress += bytes + MIN_ALLOCATION; // a gap: chunks of two regions never coalesce
+      regions += bytes;
+      chunks.put(addr, new long[] {bytes, 0, addr});
+      free.add(new long[] {bytes, addr});
+      return true;
+    }
+
+    void free(long addr) {
+      long[] meta = chunks.get(addr);
+      meta[1] = 0;
+      inUse -= meta[0];
+      long start = addr;
+      long size = meta[0];
+      Long next = chunks.higherKey(addr);
+      if (next != null && next == addr + size) {
+        long[] nm = chunks.get(next);
+        if (nm[1] == 0 && nm[2] == meta[2]) {
+          free.remove(new long[] {nm[0], next});
+          chunks.remove(next);
+          size += nm[0];
+        }
+      }
+      Long prev = chunks.lowerKey(addr);
+      if (prev != null) {
+        long[] pm = chunks.get(prev);
+        if (pm[1] == 0 && pm[2] == meta[2] && prev + pm[0] == addr) {
+          free.remove(new long[] {pm[0], prev});
+          chunks.remove(addr);
+          start = prev;
+          size += pm[0];
+          meta = pm;
+        }
+      }
+      meta[0] = size;
+      meta[1] = 0;
+      free.add(new long[] {size, start});
+    }
+
+    Result failed(String op, long bytes) {
+      return new Result(false, peak, regions, op, bytes);
+    }
+  }
+}
