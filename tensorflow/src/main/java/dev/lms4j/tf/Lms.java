@@ -74,6 +74,7 @@ public final class Lms {
   private final Path dumpDot;
   private final GradientSums.Options gradientSums;
   private final boolean optimizerEdges;
+  private final boolean allocatorCheck;
   private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
   private final LmsBuilder source;
@@ -94,6 +95,7 @@ public final class Lms {
     this.dumpDot = b.dumpDot;
     this.gradientSums = b.gradientSums;
     this.optimizerEdges = b.optimizerEdges;
+    this.allocatorCheck = b.allocatorCheck;
     this.scratch = b.scratch;
     LmsMode m = b.mode != null ? b.mode
         : budget.isSet() || !params.autoTune() ? LmsMode.AUTO : LmsMode.OFF;
@@ -316,6 +318,16 @@ public final class Lms {
           String.format("%.1f", budget.bytes() / 1048576.0));
       asGiven = true;
     }
+    if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
+      DataflowGraph planned = model;
+      AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
+          c -> mode.plan(planned, c));
+      if (o.asGiven()) {
+        asGiven = true;
+      } else {
+        plan = o.plan();
+      }
+    }
     if (!asGiven && !plan.needed() && scheduled == null && pre.changed()
         && budget.fits(before)) {
       // the graph as given fits: LMS is not necessary, and the graph is left as it was
@@ -339,6 +351,11 @@ public final class Lms {
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
+  }
+
+  /** True when the mode's plan depends on the budget (not sqrt, not TFLMS set by hand). */
+  private boolean budgetShapesPlan() {
+    return mode != LmsMode.SQRT && !(mode == LmsMode.TFLMS && !params.autoTune());
   }
 
   /** The graph model of {@code gd}, with the measured scratch when there is some. */

@@ -36,6 +36,7 @@ public final class LmsBuilder implements Cloneable {
   Path dumpDot;
   GradientSums.Options gradientSums = GradientSums.Options.defaults();
   boolean optimizerEdges = true;
+  boolean allocatorCheck = true;
   Map<String, Long> scratch = Map.of();
 
   LmsBuilder() {}
@@ -67,6 +68,18 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder optimizerEdges(boolean on) {
     this.optimizerEdges = on;
+    return this;
+  }
+
+  /**
+   * Whether an accepted plan is checked against a model of TensorFlow's BFC allocator at the
+   * whole budget (default on, {@code AllocatorCheck}): where the allocator's whole chunks and
+   * regions need more than the budget, the graph is planned again at a lower memory ratio, and
+   * where no plan fits but the graph as given does, it is left as it was. Off: the planners'
+   * simulated peak under the memory ratio alone decides, as before.
+   */
+  public LmsBuilder allocatorCheck(boolean on) {
+    this.allocatorCheck = on;
     return this;
   }
 

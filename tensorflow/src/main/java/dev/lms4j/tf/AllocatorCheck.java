@@ -1,0 +1,112 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.memory.BfcReplay;
+import dev.lms4j.core.plan.Budget;
+import dev.lms4j.core.plan.MemoryPlan;
+import dev.lms4j.core.plan.PlanningContext;
+import dev.lms4j.core.plan.PlanningException;
+import java.util.function.Function;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Checks a plan against TensorFlow's allocator before it is accepted: the planners keep the
+ * simulated peak (the sum of live bytes) under the budget times the memory ratio, but the BFC
+ * allocator hands out whole chunks and grows in regions, so a step can need far more
+ * ({@link BfcReplay}: a 49 MiB embedding table holds a 64 MiB chunk). The plan's step is
+ * replayed through the allocator model under the whole budget; when it does not fit, the graph
+ * is planned again with the memory ratio lowered by the overshoot, at most {@link #TRIES} plans
+ * in all, each logged with its simulated peak and the allocator's need.
+ *
+ * <p>When no plan fits the replay, the graph as given is replayed too: where it fits the whole
+ * budget it is left as it was (never worse than TensorFlow). Otherwise the plan the replay
+ * found closest is kept, with a warning naming its need: the allocator model misses kernel
+ * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
+ * budgets on its own; {@code run} and {@code train} probe the plan before training.
+ */
+final class AllocatorCheck {
+  private static final Logger LOG = LoggerFactory.getLogger(AllocatorCheck.class);
+  /** Plans at most, the given one included. */
+  static final int TRIES = 3;
+  /** The lowest memory ratio a re-plan asks for. */
+  private static final double MIN_RATIO = 0.05;
+
+  /**
+   * What the check decided.
+   *
+   * @param plan      the plan to apply (null when the graph is left as given)
+   * @param asGiven   true when no plan fits the replay and the graph as given does
+   * @param needBytes the allocator's need of the chosen plan (or of the graph as given), bytes
+   */
+  record Outcome(MemoryPlan plan, boolean asGiven, long needBytes) {}
+
+  private AllocatorCheck() {}
+
+  /**
+   * Checks {@code plan} (planned for {@code model} under {@code ctx}), planning again through
+   * {@code planner} while the replay does not fit; {@code given} is the graph before any
+   * rewrite, replayed when no plan fits.
+   */
+  static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
+      MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner) {
+    Budget budget = ctx.budget();
+    long whole = budget.bytes();
+    MemoryPlan current = plan;
+    MemoryPlan best = plan;
+    long bestNeed = Long.MAX_VALUE;
+    double ratio = budget.memRatio();
+    for (int t = 1; t <= TRIES; t++) {
+      DataflowGraph r = current.applyTo(model);
+      int[] order = Levels.of(r).schedule();
+      if (BfcReplay.replay(r, order, whole).fits()) {
+        if (t > 1) {
+          LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "
+              + "budget", t, current.planner(), String.format("%.2f", ratio),
+              Budget.mib(whole));
+        }
+        return new Outcome(current, false, 0);
+      }
+      long need = needBytes(r, order, whole);
+      LOG.info("[LMS][0] Allocator replay: plan {} ({}, simulated peak {} MiB) needs about {} "
+          + "MiB of TensorFlow's allocator (whole chunks, regions), more than the {} MiB budget",
+          t, current.needed() ? current.planner() : "no rewrite",
+          String.format("%.1f", current.estimate().peakAfter() / 1048576.0), Budget.mibUp(need),
+          Budget.mib(whole));
+      if (need < bestNeed) {
+        best = current;
+        bestNeed = need;
+      }
+      if (t == TRIES) {
+        break;
+      }
+      ratio = Math.max(MIN_RATIO, ratio * whole / need);
+      try {
+        current = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
+      } catch (PlanningException e) {
+        LOG.info("[LMS][0] Allocator replay: no plan at memory ratio {} ({})",
+            String.format("%.2f", ratio), e.getMessage());
+        break;
+      }
+    }
+    int[] givenOrder = Levels.of(given).schedule();
+    if (BfcReplay.replay(given, givenOrder, whole).fits()) {
+      LOG.warn("[LMS][0] Allocator replay: no plan fits the {} MiB budget, but the graph as "
+          + "given does: it is left as it was", Budget.mib(whole));
+      return new Outcome(null, true, needBytes(given, givenOrder, whole));
+    }
+    LOG.warn("[LMS][0] Allocator replay: no plan fits the {} MiB budget; keeping the {} plan, "
+        + "which needs about {} MiB of TensorFlow's allocator (the model may miss kernel "
+        + "scratch, so the budget is not refused on this alone)", Budget.mib(whole),
+        best.needed() ? best.planner() : "no-rewrite", Budget.mibUp(bestNeed));
+    return new Outcome(best, false, bestNeed);
+  }
+
+  /** The smallest budget the replay fits, bytes (up to 4x {@code whole}; beyond: 4x). */
+  private static long needBytes(DataflowGraph g, int[] order, long whole) {
+    long maxMib = Math.max(1, (4 * whole) >> 20);
+    long mib = BfcReplay.smallestMib(g, order, maxMib);
+    return mib < 0 ? maxMib << 20 : mib << 20;
+  }
+}

@@ -1,0 +1,98 @@
+package dev.lms4j.tf;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.offset;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.plan.Budget;
+import dev.lms4j.core.plan.MemoryPlan;
+import dev.lms4j.core.plan.PlanningContext;
+import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.core.plan.TensorPolicy;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The allocator check of an accepted plan: re-plans at a lower memory ratio while the replay
+ * does not fit the whole budget, leaves the graph as given where only that fits, and never
+ * refuses on its own. Graphs: a 40 MiB variable and a 30 MiB activation need 94 MiB of the BFC
+ * allocator (a 64 MiB region for the variable, see {@code BfcReplayTest}); with a second 30 MiB
+ * activation alive at once, 124 MiB.
+ */
+class AllocatorCheckTest {
+  private static final long MIB = 1 << 20;
+
+  private static DataflowGraph small() {
+    return DataflowGraph.builder()
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * MIB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(30 * MIB))
+        .build();
+  }
+
+  private static DataflowGraph large() {
+    return DataflowGraph.builder()
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * MIB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(30 * MIB))
+        .op("b", "Relu", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(30 * MIB))
+        .build();
+  }
+
+  private static MemoryPlan unchanged(DataflowGraph g, PlanningContext ctx) {
+    return MemoryPlan.unchanged("test", g, ctx, 0);
+  }
+
+  @Test
+  void aPlanWhoseReplayFitsIsKeptWithoutPlanningAgain() {
+    DataflowGraph g = small();
+    PlanningContext ctx = PlanningContext.of(Budget.of(100 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan plan = unchanged(g, ctx);
+    List<Double> ratios = new ArrayList<>();
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, plan, c -> {
+      ratios.add(c.budget().memRatio());
+      return unchanged(g, c);
+    });
+    assertThat(o.plan()).isSameAs(plan);
+    assertThat(o.asGiven()).isFalse();
+    assertThat(ratios).isEmpty();
+  }
+
+  @Test
+  void whenNoPlanFitsButTheGraphAsGivenDoesItIsLeftAsItWas() {
+    DataflowGraph model = large();
+    DataflowGraph given = small();
+    PlanningContext ctx = PlanningContext.of(Budget.of(100 * MIB), TensorPolicy.builtin(model));
+    List<Double> ratios = new ArrayList<>();
+    AllocatorCheck.Outcome o = AllocatorCheck.check(model, given, ctx, unchanged(model, ctx),
+        c -> {
+          ratios.add(c.budget().memRatio());
+          return unchanged(model, c);
+        });
+    assertThat(o.asGiven()).isTrue();
+    assertThat(o.plan()).isNull();
+    assertThat(o.needBytes()).isEqualTo(94 * MIB);
+    // two more plans, each at the ratio lowered by the overshoot: 0.8 x 100/124, then again
+    assertThat(ratios).hasSize(AllocatorCheck.TRIES - 1);
+    assertThat(ratios.get(0)).isCloseTo(0.8 * 100 / 124, offset(1e-9));
+    assertThat(ratios.get(1)).isLessThan(ratios.get(0));
+  }
+
+  @Test
+  void whenNothingFitsTheClosestPlanIsKeptAndTheBudgetIsNotRefused() {
+    DataflowGraph g = small();
+    PlanningContext ctx = PlanningContext.of(Budget.of(90 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan plan = unchanged(g, ctx);
+    List<Double> ratios = new ArrayList<>();
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, plan, c -> {
+      ratios.add(c.budget().memRatio());
+      throw new PlanningException("no plan at this ratio", 200 * MIB);
+    });
+    assertThat(o.plan()).isSameAs(plan);
+    assertThat(o.asGiven()).isFalse();
+    assertThat(o.needBytes()).isEqualTo(94 * MIB);
+    assertThat(ratios).hasSize(1);
+    assertThat(ratios.get(0)).isCloseTo(0.8 * 90 / 94, offset(1e-9));
+  }
+}
