@@ -7,6 +7,7 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.memory.MemoryProfile;
 import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.plan.LmsMode;
@@ -162,7 +163,10 @@ public final class Fidelity {
     ObjectNode none = node.putObject("no_lms");
     none.put("predicted_old_bytes", cmp.peakOld).put("predicted_new_bytes", cmp.peakNew)
         .put("predicted_measured_scratch_bytes", cmp.peakMeasured)
-        .put("predicted_measured_scratch_traced_order_bytes", cmp.peakMeasuredTracedOrder);
+        .put("predicted_measured_scratch_traced_order_bytes", cmp.peakMeasuredTracedOrder)
+        .put("allocator_bytes", allocatorMin(estimated, null))
+        .put("allocator_measured_scratch_bytes",
+            allocatorMin(estimated.withScratch(trace.scratchByOp()), null));
     ArrayNode top = node.putArray("top_gaps");
     for (Row r : cmp.rows.subList(0, Math.min(TOP, cmp.rows.size()))) {
       top.addObject().put("op", r.op).put("type", r.type).put("predicted_old", r.old)
@@ -222,7 +226,21 @@ public final class Fidelity {
         .put("predicted_old_bytes", peak.applyAsLong(g.withoutScratch()))
         .put("predicted_new_bytes", peak.applyAsLong(g))
         .put("predicted_measured_scratch_bytes",
-            peak.applyAsLong(g.withScratch(trace.scratchByOp())));
+            peak.applyAsLong(g.withScratch(trace.scratchByOp())))
+        .put("allocator_bytes", allocatorMin(g, lr.memoryPlan()))
+        .put("allocator_measured_scratch_bytes",
+            allocatorMin(g.withScratch(trace.scratchByOp()), lr.memoryPlan()));
+  }
+
+  /**
+   * The smallest budget under which the allocator model ({@link BfcReplay}: whole chunks,
+   * region growth) fits a step of {@code g} with {@code plan} applied (null: as it is), on the
+   * levelled schedule, in bytes (whole MiB); 0 when not under 64 GiB.
+   */
+  static long allocatorMin(DataflowGraph g, dev.lms4j.core.plan.MemoryPlan plan) {
+    DataflowGraph r = plan == null ? g : plan.applyTo(g);
+    long mib = BfcReplay.smallestMib(r, Levels.of(r).schedule(), 64L << 10);
+    return mib < 0 ? 0 : mib << 20;
   }
 
   /**
@@ -408,10 +426,13 @@ public final class Fidelity {
     md.append("Command: `").append(root.path("command").asText()).append("`; machine: ")
         .append(root.path("machine").asText()).append(String.format(Locale.ROOT, "; %.1f min."
             + "%n%n", root.path("wall_seconds").asDouble() / 60));
-    md.append("Predicted peak (levelled schedule) under three memory models: **old** (live "
+    md.append("Predicted peak (levelled schedule) under the memory models: **old** (live "
         + "tensors only, before kernel scratch was modelled), **est** (scratch estimated from "
         + "op types and shapes, what planners use by default), **meas** (scratch measured by "
-        + "one traced step, `DataflowGraph.withScratch`), against the smallest budget that "
+        + "one traced step, `DataflowGraph.withScratch`); **alloc** and **alloc+meas**: the "
+        + "smallest budget under which the allocator model (`BfcReplay`: TensorFlow's BFC "
+        + "allocator's whole chunks and region growth) fits the step, with estimated and with "
+        + "measured scratch; all against the smallest budget that "
         + "really trains (init + ").append(root.path("steps_per_probe").asInt())
         .append(" steps per probe in a budgeted worker, bisected to ")
         .append(Math.round(root.path("resolution").asDouble() * 100))
@@ -419,8 +440,9 @@ public final class Fidelity {
             + "planner at the first of ").append(root.path("plan_fractions").asText())
         .append(" of the no-LMS minimum it plans for; its rewritten graph's smallest budget "
             + "bisected.\n\n");
-    md.append("| graph | method | real min | old | est | meas | traced peak (+scratch) "
-        + "| largest scratch |\n|---|---|---|---|---|---|---|---|\n");
+    md.append("| graph | method | real min | old | est | meas | alloc | alloc+meas "
+        + "| traced peak (+scratch) | largest scratch |\n"
+        + "|---|---|---|---|---|---|---|---|---|---|\n");
     for (var g : root.path("graphs")) {
       for (String m : List.of("no_lms", "auto")) {
         var r = g.path(m);
@@ -433,13 +455,18 @@ public final class Fidelity {
                 + (r.has("planner") ? " (" + r.path("planner").asText() + ")" : ""))
             .append(" | ");
         if (r.has("error")) {
-          md.append(r.path("error").asText()).append(" |||||\n");
+          md.append(r.path("error").asText()).append(" |||||||\n");
           continue;
         }
         long real = r.path("min_budget_mib").asLong();
         md.append(real > 0 ? real + " MiB" : "none").append(" | ");
         for (String k : List.of("predicted_old_bytes", "predicted_new_bytes",
-            "predicted_measured_scratch_bytes")) {
+            "predicted_measured_scratch_bytes", "allocator_bytes",
+            "allocator_measured_scratch_bytes")) {
+          if (!r.has(k)) {
+            md.append("- | "); // measured before the allocator model existed
+            continue;
+          }
           long p = r.path(k).asLong();
           md.append(String.format(Locale.ROOT, "%.1f", mib(p)));
           if (real > 0) {
