@@ -103,6 +103,16 @@ final class AllocatorCheck {
     return new Outcome(best, false, bestNeed);
   }
 
+  /** True when a step of {@code g} as it is fits the allocator model under {@code budget}. */
+  static boolean fits(DataflowGraph g, long budget) {
+    return BfcReplay.replay(g, Levels.of(g).schedule(), budget).fits();
+  }
+
+  /** The smallest budget a step of {@code g} as it is fits the allocator model under, bytes. */
+  static long needBytes(DataflowGraph g, long budget) {
+    return needBytes(g, Levels.of(g).schedule(), budget);
+  }
+
   /** The smallest budget the replay fits, bytes (up to 4x {@code whole}; beyond: 4x). */
   private static long needBytes(DataflowGraph g, int[] order, long whole) {
     long maxMib = Math.max(1, (4 * whole) >> 20);

@@ -309,9 +309,15 @@ public final class Lms {
       if (!budget.isSet() || before > budget.bytes()) {
         throw e;
       }
+      if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes())) {
+        long need = AllocatorCheck.needBytes(givenModel, budget.bytes());
+        throw new PlanningException(e.getMessage() + " The graph as given needs about "
+            + Budget.mibUp(need) + " MiB of TensorFlow's allocator (whole chunks, regions).",
+            Math.min(e.smallestBudgetBytes(), need));
+      }
       // never worse than TensorFlow: no plan keeps the memory ratio's margin, but the graph as
-      // given is predicted to fit the whole budget, where TensorFlow may well train it; it is
-      // left as it was (run and train probe it before training)
+      // given is predicted to fit the whole budget (live bytes and the allocator's replay), where
+      // TensorFlow may well train it; it is left as it was (run and train probe it first)
       LOG.warn("[LMS][0] No plan keeps the memory ratio's margin ({}), but the graph as given "
           + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was, with no "
           + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
