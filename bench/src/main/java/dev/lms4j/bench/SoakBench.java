@@ -525,22 +525,23 @@ public final class SoakBench {
     md.append("The first row is the reference: the same graph and steps without LMS and "
         + "without a budget; what it shows, LMS does not add.\n\n");
     md.append(String.format(Locale.ROOT, "| tier | fits | swap-outs | ms/step after the "
-        + "warm-up | RSS at step %d -> last (MiB) | slope MiB / 1000 steps | growth over the "
-        + "last %d steps (MiB) | flat after the warm-up | swap dir: most bytes read (limit) | "
-        + "reads at 0 | after the run | swap files back to zero |%n"
-        + "|---|---|---|---|---|---|---|---|---|---|---|---|%n", warmup, tailSteps));
+        + "warm-up | RSS at step %d -> last (MiB) | slope MiB / 1000 steps | slope MiB / min "
+        + "| growth over the last %d steps (MiB) | flat after the warm-up | swap dir: most "
+        + "bytes read (limit) | reads at 0 | after the run | swap files back to zero |%n"
+        + "|---|---|---|---|---|---|---|---|---|---|---|---|---|%n", warmup, tailSteps));
     for (var t : root.get("tiers")) {
       if (!t.get("fits").asBoolean()) {
         md.append("| ").append(t.get("tier").asText()).append(" | no: ")
-            .append(t.path("error").asText()).append(" |||||||||||\n");
+            .append(t.path("error").asText()).append(" ||||||||||||\n");
         continue;
       }
       md.append(String.format(Locale.ROOT, "| %s | yes | %d | %.1f | %.2f -> %.2f | %.3f | "
-              + "%.2f | **%s** | %d (%d) | %d of %d | %d bytes in %d files | **%s** |%n",
+              + "%.3f | %.2f | **%s** | %d (%d) | %d of %d | %d bytes in %d files | **%s** |%n",
           t.get("tier").asText(), t.get("swap_outs").asInt(),
           t.get("median_ms_per_step_measured").asDouble(),
           t.get("rss_at_warmup_end_mib").asDouble(), t.get("rss_last_mib").asDouble(),
           t.get("rss_slope_mib_per_1000_steps").asDouble(),
+          t.get("rss_slope_mib_per_minute").asDouble(),
           t.get("rss_growth_tail_mib").asDouble(),
           t.get("rss_flat_met").asBoolean() ? "met" : "not met",
           t.get("swap_file_bytes_max_read").asLong(),
