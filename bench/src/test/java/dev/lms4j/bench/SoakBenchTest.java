@@ -67,4 +67,54 @@ class SoakBenchTest {
     assertThat(r.totalKib()).isEqualTo(3736 + 112392 + 201000);
     assertThat(SoakBench.resident(List.of())).isEqualTo(new SoakBench.Resident(0, 0, 0));
   }
+
+  @Test
+  void flatAfterTheWarmUpNeedsBothTheSlopeAndTheTailWithinHalfAMibPer1000Steps() {
+    // 1000 measured steps sampled every 10 (steps 1000..1990), step, minutes, RSS MiB
+    // flat with noise of +-0.02 MiB: slope ~0, tail growth 0: met
+    assertThat(SoakBench.Flatness.of(series(i -> 470 + (i % 2 == 0 ? 0.02 : -0.02))).met())
+        .isTrue();
+    // a leak of 1 KiB per step: 0.98 MiB per 1000 steps, the tail grows 0.29 MiB: not met
+    SoakBench.Flatness leak = SoakBench.Flatness.of(series(i -> 470 + 10 * i / 1024.0));
+    assertThat(leak.slopeMibPer1000Steps()).isCloseTo(0.977, within(0.001));
+    assertThat(leak.tailSteps()).isEqualTo(300);
+    assertThat(leak.tailGrowthMib()).isCloseTo(0.293, within(0.001));
+    assertThat(leak.met()).isFalse();
+    // 0.4 MiB per 1000 steps: slope 0.4 <= 0.5 and tail 0.12 <= 0.15: met
+    SoakBench.Flatness slow = SoakBench.Flatness.of(series(i -> 470 + 0.004 * i));
+    assertThat(slow.slopeMibPer1000Steps()).isCloseTo(0.4, within(1e-9));
+    assertThat(slow.tailLimitMib()).isCloseTo(0.15, within(1e-9));
+    assertThat(slow.met()).isTrue();
+    // a one-off jump of 0.7 MiB halfway (step 1500): slope 1.5 * 0.7 = 1.05, tail 0: not met
+    SoakBench.Flatness jump = SoakBench.Flatness.of(series(i -> i < 50 ? 470 : 470.7));
+    assertThat(jump.slopeMibPer1000Steps()).isCloseTo(1.05, within(0.01));
+    assertThat(jump.tailGrowthMib()).isZero();
+    assertThat(jump.met()).isFalse();
+    // a jump of 0.2 MiB in the last 300 steps (step 1950) with a slope of only ~0.07: not met
+    SoakBench.Flatness late = SoakBench.Flatness.of(series(i -> i < 95 ? 470 : 470.2));
+    assertThat(late.slopeMibPer1000Steps()).isLessThan(0.5);
+    assertThat(late.tailGrowthMib()).isCloseTo(0.2, within(1e-9));
+    assertThat(late.met()).isFalse();
+    // RSS going down is flat; no samples is not met
+    assertThat(SoakBench.Flatness.of(series(i -> 480 - 0.01 * i)).met()).isTrue();
+    assertThat(SoakBench.Flatness.of(new double[0][]).met()).isFalse();
+  }
+
+  /** 100 samples at steps 1000, 1010, ..., 1990 with RSS {@code rss.applyAsDouble(i)}. */
+  private static double[][] series(java.util.function.IntToDoubleFunction rss) {
+    double[][] pts = new double[100][];
+    for (int i = 0; i < pts.length; i++) {
+      pts[i] = new double[] {1000 + 10 * i, i / 6.0, rss.applyAsDouble(i)};
+    }
+    return pts;
+  }
+
+  @Test
+  void theCompilationCountIsReadFromJstatOutput() {
+    String out = "Compiled Failed Invalid   Time   FailedType FailedMethod\n"
+        + "    2185      1       0    12.34          1 java/lang/String hashCode\n";
+    assertThat(SoakBench.parseCompiled(out)).hasValue(2185);
+    assertThat(SoakBench.parseCompiled("12345: Could not attach\n")).isEmpty();
+    assertThat(SoakBench.parseCompiled("")).isEmpty();
+  }
 }

@@ -39,9 +39,12 @@ import picocli.CommandLine.Option;
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
             + "time with LMS at 50/40/25%% of the no-LMS budget per path, with and without "
             + "overlap.",
-        "soak: 1000 budgeted steps with LMS swapping (mlp under 32 MiB, tflms), host and disk "
-            + "tiers, the worker's RSS sampled every 10 steps (slope after a 100-step warm-up) "
-            + "and the disk tier's swap files checked back to zero bytes."})
+        "soak: per tier (host, disk, and the same steps without LMS) one worker runs 2000 "
+            + "budgeted steps of mlp under 32 MiB with tflms: a 1000-step warm-up, then 1000 "
+            + "measured steps. Prints per tier whether the worker's RSS is flat after the "
+            + "warm-up (least-squares slope and growth over the last 300 steps at most 0.5 MiB "
+            + "per 1000 steps) and whether the swap files go back to zero bytes. About 25 "
+            + "minutes."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
       description = "quick (default), full, smoke, steptime, corpus, fidelity, checkpoint, "
@@ -132,7 +135,7 @@ final class BenchCommand implements Callable<Integer> {
               options), out, System.out);
       case "checkpoint" -> CheckpointBench.run(1L << 30, out, System.out);
       case "native" -> NativeSwapBench.run(out, System.out);
-      case "soak" -> dev.lms4j.bench.SoakBench.run(out, 1000, 100, System.out);
+      case "soak" -> dev.lms4j.bench.SoakBench.run(out, 2000, 1000, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
           + "steptime, corpus, fidelity, checkpoint, native or soak");
     }
