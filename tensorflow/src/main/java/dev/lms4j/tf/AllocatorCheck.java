@@ -24,7 +24,9 @@ import org.slf4j.LoggerFactory;
  * budget it is left as it was (never worse than TensorFlow). Otherwise the plan the replay
  * found closest is kept, with a warning naming its need: the allocator model misses kernel
  * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
- * budgets on its own; {@code run} and {@code train} probe the plan before training.
+ * a plan on its own; {@code run} and {@code train} probe the plan before training. Where the
+ * closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
+ * lower ratio came under it), the budget is refused, naming the allocator's need.
  */
 final class AllocatorCheck {
   private static final Logger LOG = LoggerFactory.getLogger(AllocatorCheck.class);
@@ -96,10 +98,17 @@ final class AllocatorCheck {
           + "given does: it is left as it was", Budget.mib(whole));
       return new Outcome(null, true, needBytes(given, givenOrder, whole));
     }
+    if (!best.needed()) {
+      // the planners saw no need to rewrite, the allocator does, and no plan came under it
+      throw new PlanningException("A budget of " + Budget.mib(whole) + " MiB cannot work: the "
+          + "graph's live tensors fit it, but TensorFlow's allocator (whole chunks, regions) "
+          + "needs about " + Budget.mibUp(bestNeed) + " MiB for it, and no plan at a lower "
+          + "memory ratio came under the budget.", bestNeed);
+    }
     LOG.warn("[LMS][0] Allocator replay: no plan fits the {} MiB budget; keeping the {} plan, "
         + "which needs about {} MiB of TensorFlow's allocator (the model may miss kernel "
-        + "scratch, so the budget is not refused on this alone)", Budget.mib(whole),
-        best.needed() ? best.planner() : "no-rewrite", Budget.mibUp(bestNeed));
+        + "scratch, so a plan is not refused on this alone)", Budget.mib(whole), best.planner(),
+        Budget.mibUp(bestNeed));
     return new Outcome(best, false, bestNeed);
   }
 
