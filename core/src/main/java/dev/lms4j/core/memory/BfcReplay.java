@@ -2,9 +2,7 @@ package dev.lms4j.core.memory;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
-import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
-import dev.lms4j.core.graph.TensorId;
 import java.util.Comparator;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -21,8 +19,9 @@ import java.util.TreeSet;
  * <p>What is allocated, in this order: resident tensors (variables, constants, feeds) in op
  * order, as {@code init} and the first step create them; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
- * and the inputs and outputs nobody reads any more are freed, with the reference counts of
- * {@link MemorySimulator}. Sizes are rounded to the allocator's 256 bytes.
+ * and the inputs and outputs nobody reads any more are freed, with the reference counts
+ * {@link MemorySimulator} keeps ({@link BufferRefs}). Sizes are rounded to the allocator's 256
+ * bytes.
  *
  * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
  * folding), the order of allocations inside a kernel, and the executor's own order (the caller
@@ -51,44 +50,29 @@ public final class BfcReplay {
   /** Replays {@code order} (a topological order of all of {@code g}'s ops) under {@code limit}. */
   public static Result replay(DataflowGraph g, int[] order, long limit) {
     Bfc bfc = new Bfc(limit);
-    int n = g.size();
-    TensorId[][] owner = BufferAliases.owners(g);
-    int[][] refs = new int[n][];
-    long[][] chunk = new long[n][];
+    BufferRefs refs = BufferRefs.of(g);
+    long[][] chunk = new long[g.size()][];
     for (Op op : g.ops()) {
-      int k = op.outputs().size();
-      refs[op.id()] = new int[k];
-      chunk[op.id()] = new long[k];
-      boolean pin = MemorySimulator.isPinned(op);
-      for (int i = 0; i < k; i++) {
-        Tensor t = op.output(i);
-        if (pin) {
-          refs[op.id()][i] = -1;
+      chunk[op.id()] = new long[op.outputs().size()];
+      if (MemorySimulator.isPinned(op)) {
+        for (Tensor t : op.outputs()) {
           if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
             return bfc.failed(op.name(), t.bytes());
           }
-        } else if (t.persistent() || owner[op.id()][i].op() != op.id()) {
-          refs[op.id()][i] = -1;
         }
       }
     }
-    for (Op op : g.ops()) {
-      if (OpTypes.SHAPE_ONLY.contains(op.type())) {
-        continue;
+    BufferRefs.Freed free = (o, i) -> {
+      if (g.op(o).output(i).bytes() > 0) {
+        bfc.free(chunk[o][i]);
       }
-      for (TensorId in : op.inputs()) {
-        TensorId o = owner[in.op()][in.output()];
-        if (refs[o.op()][o.output()] >= 0) {
-          refs[o.op()][o.output()]++;
-        }
-      }
-    }
+    };
     for (int v : order) {
       Op op = g.op(v);
-      int[] r = refs[v];
-      for (int i = 0; i < r.length; i++) {
+      int outs = op.outputs().size();
+      for (int i = 0; i < outs; i++) {
         long bytes = op.output(i).bytes();
-        if (r[i] >= 0 && bytes > 0) {
+        if (refs.allocates(v, i) && bytes > 0) {
           long at = bfc.allocate(bytes);
           if (at < 0) {
             return bfc.failed(op.name(), bytes);
@@ -104,18 +88,10 @@ public final class BfcReplay {
         }
         bfc.free(at);
       }
-      if (!OpTypes.SHAPE_ONLY.contains(op.type())) {
-        for (TensorId in : op.inputs()) {
-          TensorId o = owner[in.op()][in.output()];
-          int[] pr = refs[o.op()];
-          if (pr[o.output()] > 0 && --pr[o.output()] == 0 && g.tensor(o).bytes() > 0) {
-            bfc.free(chunk[o.op()][o.output()]);
-          }
-        }
-      }
-      for (int i = 0; i < r.length; i++) {
-        if (r[i] == 0 && op.output(i).bytes() > 0) {
-          bfc.free(chunk[v][i]);
+      refs.release(op, free);
+      for (int i = 0; i < outs; i++) {
+        if (refs.unread(v, i)) {
+          free.free(v, i);
         }
       }
     }

@@ -9,8 +9,8 @@ import java.util.Set;
 /**
  * The smallest peak any plan could reach: resident bytes (variables, constants, feeds) plus the
  * largest working set of a single op (its distinct transient input buffers, the outputs it
- * allocates and its kernel scratch; {@link BufferAliases}), which must all be in device memory while the op runs whatever is swapped or
- * recomputed.
+ * allocates and its kernel scratch; {@link BufferAliases}), which must all be in device memory
+ * while the op runs whatever is swapped or recomputed.
  */
 public final class LowerBound {
   private LowerBound() {}

@@ -4,7 +4,6 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
-import dev.lms4j.core.graph.TensorId;
 
 /**
  * Simulates the device memory of one training step run in a given op order, with reference
@@ -28,15 +27,12 @@ import dev.lms4j.core.graph.TensorId;
  * </ul>
  *
  * Not modelled: in-place forwarding of an input buffer to an output of another size or by
- * ops that may reuse an input when nothing else reads it (element-wise kernels), the allocator's rounding
- * and fragmentation, and an executor order other than the one given ({@code docs/bench/fidelity.md}
- * measures what that leaves).
+ * ops that may reuse an input when nothing else reads it (element-wise kernels), the allocator's
+ * rounding and fragmentation ({@link BfcReplay} replays those), and an executor order other than
+ * the one given ({@code docs/bench/fidelity.md} measures what that leaves).
  */
 public final class MemorySimulator {
   private MemorySimulator() {}
-
-  /** Reference count marking an output that shares an input's buffer. */
-  private static final int ALIAS = -2;
 
   /**
    * Simulates {@code order} (a topological order of all of {@code g}'s ops).
@@ -48,32 +44,12 @@ public final class MemorySimulator {
     if (order.length != n) {
       throw new IllegalArgumentException("order has " + order.length + " ops, graph " + n);
     }
-    TensorId[][] owner = BufferAliases.owners(g);
-    int[][] refs = new int[n][];
+    BufferRefs refs = BufferRefs.of(g);
     long pinned = 0;
     for (Op op : g.ops()) {
-      refs[op.id()] = new int[op.outputs().size()];
-      boolean pin = isPinned(op);
-      for (int i = 0; i < op.outputs().size(); i++) {
-        Tensor t = op.output(i);
-        if (pin) {
+      if (isPinned(op)) {
+        for (Tensor t : op.outputs()) {
           pinned += t.bytes();
-          refs[op.id()][i] = -1;
-        } else if (t.persistent()) {
-          refs[op.id()][i] = -1; // a ref output aliases its variable: no new buffer
-        } else if (owner[op.id()][i].op() != op.id()) {
-          refs[op.id()][i] = ALIAS; // shares an input's buffer (BufferAliases): no new buffer
-        }
-      }
-    }
-    for (Op op : g.ops()) {
-      if (OpTypes.SHAPE_ONLY.contains(op.type())) {
-        continue;
-      }
-      for (TensorId in : op.inputs()) {
-        TensorId o = owner[in.op()][in.output()];
-        if (refs[o.op()][o.output()] >= 0) {
-          refs[o.op()][o.output()]++;
         }
       }
     }
@@ -92,9 +68,9 @@ public final class MemorySimulator {
               + g.op(p).name());
         }
       }
-      int[] r = refs[v];
-      for (int i = 0; i < r.length; i++) {
-        if (r[i] >= 0) {
+      int outs = op.outputs().size();
+      for (int i = 0; i < outs; i++) {
+        if (refs.allocates(v, i)) {
           live += op.output(i).bytes();
         }
       }
@@ -104,17 +80,9 @@ public final class MemorySimulator {
         peak = sample;
         peakAt = step;
       }
-      if (!OpTypes.SHAPE_ONLY.contains(op.type())) {
-        for (TensorId in : op.inputs()) {
-          TensorId o = owner[in.op()][in.output()];
-          int[] pr = refs[o.op()];
-          if (pr[o.output()] > 0 && --pr[o.output()] == 0) {
-            live -= g.tensor(o).bytes();
-          }
-        }
-      }
-      for (int i = 0; i < r.length; i++) {
-        if (r[i] == 0) {
+      live -= refs.release(op, null);
+      for (int i = 0; i < outs; i++) {
+        if (refs.unread(v, i)) {
           live -= op.output(i).bytes();
         }
       }
