@@ -1,63 +1,247 @@
 package dev.lms4j.core.graph;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
 import java.util.Set;
 
 /**
  * Estimates of kernel scratch from an op's type and shapes, for ops whose scratch was not
  * measured ({@link Op#SCRATCH_UNKNOWN}); {@link DataflowGraph#scratchBytes(int)} uses them.
  *
- * <p>Rules of thumb from traced steps on an AMD EPYC without AVX-512 (TF 2.18, oneDNN on;
- * {@code docs/bench/fidelity.md} has the measurements):
+ * <p>The figures follow what TensorFlow's CPU kernels ask the allocator for (TF 2.18, the
+ * kernels registered for {@code DEVICE_CPU}; oneDNN does not take these ops over), checked
+ * op by op against traced steps ({@code ScratchEstimatesTest} holds the traced figures):
  *
  * <ul>
- *   <li>Filter gradients ({@code Conv2DBackpropFilter}, 3D and depthwise forms): twice their
- *       two activation operands (the input and the incoming gradient), 0.7 times for 1x1
- *       kernels. Measured on resnet (batch 32): 19-48 MiB for 3x3 convolutions of 8 MiB
- *       activations, 6 MiB for 2 MiB ones, 4-9 MiB for strided 1x1 ones; LeNet's 5x5: 3x.</li>
- *   <li>Input gradients ({@code Conv2DBackpropInput}, ...): 0.3 times their output (measured
- *       0.28-0.33), 1.1 times for 1x1 kernels (strided shortcuts: 1.08).</li>
- *   <li>Both at most {@link #CONV_CAP}. Some tiny convolutions measured a 32 MiB high-water
- *       mark: the allocator hands out a larger free chunk than asked. A trace is far better.</li>
- *   <li>{@code MaxPoolGrad}/{@code MaxPoolGradV2}: half its output (measured 0.5-0.75).</li>
- *   <li>Everything else: none. Forward convolutions, matmuls and batch norms showed none.</li>
+ *   <li><b>Filter gradients</b> ({@code Conv2DBackpropFilter}): an im2col buffer of
+ *       {@code shard x out_image x filter_total} elements, where a work unit is
+ *       {@code out_image x (filter_total + out_depth) + filter_total x out_depth} elements and
+ *       {@code shard = ceil(30 MiB / element size / work unit)} images. The shard is <i>not</i>
+ *       capped by the batch: a small convolution asks for about 30 MiB whatever its batch.</li>
+ *   <li><b>Input gradients</b> ({@code Conv2DBackpropInput}, also the forward pass of a
+ *       transposed convolution): one image's col buffer ({@code out_image x filter_total}) when
+ *       the batch is 1 or a thread's share of a work unit reaches 256 KiB, else the same 30 MiB
+ *       sharding as filter gradients.</li>
+ *   <li><b>3-D</b> ({@code Conv3DBackprop*}): the same with the L3 cache's size in place of
+ *       30 MiB, one image only when the batch is 1; a col buffer over 25 times the op's tensors
+ *       falls back to Eigen, which asks for none.</li>
+ *   <li>{@code MaxPoolGrad}/{@code MaxPoolGradV2}: the arg-max indices (int64, one per element
+ *       of the pooled output) and a copy of the pooled output (TensorFlow skips the copy when it
+ *       can take the input over; counted anyway).</li>
+ *   <li>Depthwise and 3-D pooling gradients: rules of thumb (twice the activations, 0.3 times
+ *       the output, half the output). Everything else: none; forward convolutions, matmuls and
+ *       batch norms showed none.</li>
  * </ul>
+ *
+ * <p>The allocator may hand a kernel a larger free chunk than it asked for (a 27 MiB col buffer
+ * traced as 30 or 32 MiB); that is the allocator model's business ({@code BfcReplay}), not the
+ * estimate's. A measured trace is still better; these figures are what planning starts from.
  */
 public final class ScratchEstimates {
-  /** The largest scratch a convolution gradient is estimated to take (32 MiB). */
+  /** The largest scratch a depthwise convolution gradient is estimated to take (32 MiB). */
   public static final long CONV_CAP = 32L << 20;
 
-  private static final Set<String> CONV_GRADIENTS = Set.of("Conv2DBackpropFilter",
-      "Conv2DBackpropInput", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2",
-      "Conv3DBackpropFilter", "Conv3DBackpropInput", "DepthwiseConv2dNativeBackpropFilter",
+  /** The working set TensorFlow's 2-D convolution gradients shard their batch for (30 MiB). */
+  static final long WORKING_SET_2D = 30L << 20;
+
+  /** A thread's share of an input gradient's work unit above which one image is done at once. */
+  static final long L2_PER_THREAD = 256L << 10;
+
+  /** A 3-D col buffer larger than this many times the op's tensors falls back to Eigen. */
+  static final long MAX_3D_OVERHEAD = 25;
+
+  private static final Set<String> DEPTHWISE = Set.of("DepthwiseConv2dNativeBackpropFilter",
       "DepthwiseConv2dNativeBackpropInput");
-  private static final Set<String> POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2",
-      "MaxPool3DGrad");
+  private static final Set<String> MAX_POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2");
+
+  /**
+   * What the kernels' sizing depends on: the CPU device's worker threads and the L3 cache.
+   *
+   * @param threads the intra-op threads TensorFlow's CPU device runs kernels on
+   * @param l3Bytes the L3 cache Eigen reports (3-D convolution gradients size their shards by it)
+   */
+  public record Host(int threads, long l3Bytes) {
+    /** Validates. */
+    public Host {
+      if (threads < 1 || l3Bytes < 1) {
+        throw new IllegalArgumentException("threads and L3 size must be positive: " + threads
+            + ", " + l3Bytes);
+      }
+    }
+
+    /**
+     * This machine: the processors the JVM may use (TensorFlow's default intra-op threads) and
+     * the L3 cache size Linux reports for cpu0 (32 MiB when it cannot be read).
+     */
+    public static Host detect() {
+      return new Host(Runtime.getRuntime().availableProcessors(), l3FromSysfs());
+    }
+
+    private static long l3FromSysfs() {
+      Path dir = Path.of("/sys/devices/system/cpu/cpu0/cache");
+      for (int i = 0; i < 8; i++) {
+        Path index = dir.resolve("index" + i);
+        try {
+          if (!Files.isDirectory(index)
+              || !Files.readString(index.resolve("level")).trim().equals("3")) {
+            continue;
+          }
+          String size = Files.readString(index.resolve("size")).trim()
+              .toUpperCase(Locale.ROOT);
+          long unit = size.endsWith("K") ? 1L << 10 : size.endsWith("M") ? 1L << 20 : 1;
+          String digits = size.replaceAll("[^0-9]", "");
+          if (!digits.isEmpty()) {
+            return Long.parseLong(digits) * unit;
+          }
+        } catch (IOException | NumberFormatException e) {
+          // unreadable: try the next index, then the default
+        }
+      }
+      return 32L << 20;
+    }
+  }
+
+  private static final Host HOST = Host.detect();
 
   private ScratchEstimates() {}
 
-  /** The estimated scratch of {@code op} in {@code g}, in bytes. */
+  /** The host the default estimates are for ({@link Host#detect()}, read once). */
+  public static Host host() {
+    return HOST;
+  }
+
+  /** The estimated scratch of {@code op} in {@code g} on this machine, in bytes. */
   public static long estimate(DataflowGraph g, Op op) {
-    if (CONV_GRADIENTS.contains(op.type())) {
-      // Filter: (input, filter_sizes, out_backprop) -> filter gradient;
-      // Input: (input_sizes, filter, out_backprop) -> input gradient
-      boolean filter = op.type().contains("BackpropFilter");
-      long[] kernel = filter ? (op.outputs().isEmpty() ? new long[0] : op.output(0).shape())
-          : op.inputs().size() > 1 ? g.tensor(op.inputs().get(1)).shape() : new long[0];
-      boolean pointwise = kernel.length >= 4 && kernel[0] == 1 && kernel[1] == 1
-          && (kernel.length == 4 || kernel[2] == 1);
-      double bytes;
-      if (filter) {
-        long activations = (op.inputs().isEmpty() ? 0 : g.tensor(op.inputs().get(0)).bytes())
-            + (op.inputs().size() > 2 ? g.tensor(op.inputs().get(2)).bytes() : 0);
-        bytes = (pointwise ? 0.7 : 2.0) * activations;
-      } else {
-        bytes = (pointwise ? 1.1 : 0.3) * op.transientOutputBytes();
-      }
-      return Math.min(CONV_CAP, (long) bytes);
+    return estimate(g, op, HOST);
+  }
+
+  /** The estimated scratch of {@code op} in {@code g} on {@code host}, in bytes. */
+  public static long estimate(DataflowGraph g, Op op, Host host) {
+    String type = op.type();
+    switch (type) {
+      case "Conv2DBackpropFilter":
+        return convGradient(g, op, host, true, 2);
+      case "Conv2DBackpropInput":
+        return convGradient(g, op, host, false, 2);
+      case "Conv3DBackpropFilter":
+      case "Conv3DBackpropFilterV2":
+        return convGradient(g, op, host, true, 3);
+      case "Conv3DBackpropInput":
+      case "Conv3DBackpropInputV2":
+        return convGradient(g, op, host, false, 3);
+      default:
+        break;
     }
-    if (POOL_GRADIENTS.contains(op.type())) {
+    if (DEPTHWISE.contains(type)) {
+      return ruleOfThumb(g, op);
+    }
+    if (MAX_POOL_GRADIENTS.contains(type) && op.inputs().size() > 1) {
+      Tensor pooled = g.tensor(op.inputs().get(1));
+      long elements = elements(pooled.shape());
+      // int64 arg-max indices plus a copy of the pooled output
+      return elements > 0 ? elements * Long.BYTES + pooled.bytes() : op.transientOutputBytes() / 2;
+    }
+    if (type.equals("MaxPool3DGrad")) {
       return op.transientOutputBytes() / 2;
     }
     return 0;
+  }
+
+  /**
+   * A convolution gradient's im2col buffer, as TensorFlow's custom CPU kernels size it; the rule
+   * of thumb where the shapes are not all known.
+   */
+  private static long convGradient(DataflowGraph g, Op op, Host host, boolean filterGrad,
+      int spatial) {
+    int rank = spatial + 2;
+    if (op.inputs().size() < 3 || op.outputs().isEmpty()) {
+      return 0;
+    }
+    long[] outBackprop = g.tensor(op.inputs().get(2)).shape();
+    long[] filter = filterGrad ? op.output(0).shape() : g.tensor(op.inputs().get(1)).shape();
+    long[] activation = filterGrad ? g.tensor(op.inputs().get(0)).shape() : op.output(0).shape();
+    if (!known(outBackprop, rank) || !known(filter, rank) || !known(activation, rank)) {
+      return ruleOfThumb(g, op);
+    }
+    long elementBytes = elementBytes(op.output(0));
+    long batch = outBackprop[0];
+    long outImage = 1;
+    long filterTotal = filter[spatial]; // input depth
+    for (int d = 0; d < spatial; d++) {
+      outImage *= outBackprop[d + 1];
+      filterTotal *= filter[d];
+    }
+    long outDepth = filter[spatial + 1];
+    long col = outImage * filterTotal;
+    long workUnit = col + outImage * outDepth + filterTotal * outDepth;
+    if (workUnit <= 0) {
+      return 0;
+    }
+    long workingSet = (spatial == 2 ? WORKING_SET_2D : host.l3Bytes()) / elementBytes;
+    boolean oneImage;
+    if (filterGrad) {
+      oneImage = false;
+    } else if (spatial == 2) {
+      oneImage = batch == 1 || workUnit / host.threads() >= L2_PER_THREAD / elementBytes;
+    } else {
+      oneImage = batch == 1;
+    }
+    long shard = oneImage ? 1 : (workingSet + workUnit - 1) / workUnit;
+    long colElements = shard * col;
+    if (spatial == 3) {
+      long tensors = elements(activation) + elements(filter) + elements(outBackprop);
+      if (tensors > 0 && colElements / tensors > MAX_3D_OVERHEAD) {
+        return 0; // Eigen's implementation, without a col buffer
+      }
+    }
+    return colElements * elementBytes;
+  }
+
+  /** The rules of thumb for convolution gradients whose kernels are not modelled. */
+  private static long ruleOfThumb(DataflowGraph g, Op op) {
+    boolean filter = op.type().contains("BackpropFilter");
+    long[] kernel = filter ? (op.outputs().isEmpty() ? new long[0] : op.output(0).shape())
+        : op.inputs().size() > 1 ? g.tensor(op.inputs().get(1)).shape() : new long[0];
+    boolean pointwise = kernel.length >= 4 && kernel[0] == 1 && kernel[1] == 1
+        && (kernel.length == 4 || kernel[2] == 1);
+    double bytes;
+    if (filter) {
+      long activations = (op.inputs().isEmpty() ? 0 : g.tensor(op.inputs().get(0)).bytes())
+          + (op.inputs().size() > 2 ? g.tensor(op.inputs().get(2)).bytes() : 0);
+      bytes = (pointwise ? 0.7 : 2.0) * activations;
+    } else {
+      bytes = (pointwise ? 1.1 : 0.3) * op.transientOutputBytes();
+    }
+    return Math.min(CONV_CAP, (long) bytes);
+  }
+
+  private static boolean known(long[] shape, int rank) {
+    if (shape.length != rank) {
+      return false;
+    }
+    for (long d : shape) {
+      if (d < 1) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static long elements(long[] shape) {
+    long n = 1;
+    for (long d : shape) {
+      if (d < 0) {
+        return -1;
+      }
+      n *= d;
+    }
+    return n;
+  }
+
+  private static long elementBytes(Tensor t) {
+    long n = elements(t.shape());
+    return n > 0 && t.bytes() >= n ? Math.max(1, t.bytes() / n) : 4;
   }
 }
