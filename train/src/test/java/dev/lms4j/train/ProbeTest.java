@@ -108,6 +108,47 @@ class ProbeTest {
   }
 
   /**
+   * The same LeNet at 88 MiB through {@code auto} as {@code train} runs it, issue 15's command.
+   * Its first plan runs out of memory on a 21.5 MiB col buffer (a convolution gradient's), and
+   * the limit less that is below what any planner reaches: the planner here refuses every ratio
+   * under 0.6, as a planner whose floor is there does. The probe then backs off halfway towards
+   * the limit that failed instead of giving up, and the plan made there trains.
+   */
+  @Test
+  void whereTheLoweredLimitLeavesNoPlanTheProbeBacksOffHalfway() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of());
+    long budget = 88 * MIB;
+    Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
+    List<Double> asked = new ArrayList<>();
+    Probe.Outcome o = Probe.closeLoop(tg, b -> {
+      asked.add(b.memRatio());
+      if (b.memRatio() < 0.6) {
+        throw new PlanningException("below the floor", 53 * MIB);
+      }
+      return auto.withBudget(b).rewrite(tg);
+    }, Probe.Options.of(budget, auto.budget().memRatio()));
+
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REPLANNED);
+    assertThat(o.attempts()).hasSize(2);
+    Probe.Attempt first = o.attempts().get(0);
+    assertThat(first.oom()).as("the first plan must run out of memory for this test").isTrue();
+    // asked: the first ratio, the lowered limit (refused), then halfway back (planned, trains)
+    long from = Math.min(first.predictedPeakBytes(), (long) (budget * asked.get(0)));
+    long lowered = from - Math.max(first.failedAllocationBytes(), (long) (0.02 * budget));
+    assertThat(asked.get(1)).isEqualTo((double) lowered / budget).isLessThan(0.6);
+    long halfway = (lowered + from) / 2;
+    assertThat(asked.get(2)).isEqualTo((double) halfway / budget);
+    assertThat(o.attempts().get(1).memRatio()).isEqualTo(asked.get(asked.size() - 1));
+    assertThat(o.attempts().get(1).passed(budget)).isTrue();
+    assertThat(o.result().rewritten()).isTrue();
+
+    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(on.toString()).isTrue();
+    assertThat(on.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
+  }
+
+  /**
    * A 16 MiB embedding table updated sparsely: TensorFlow trains it at 34 MiB (measured: 33
    * runs out of memory, traced peak 32.1 MiB), 35 leaves 1 MiB for the BFC limit's flips. At
    * memory ratio 0.45 the planner's limit (15.75 MiB) is below its floor (the table alone is 16

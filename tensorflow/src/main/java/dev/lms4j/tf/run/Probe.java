@@ -63,6 +63,8 @@ public final class Probe {
       "shape\\[([0-9,]*)\\] and type (\\w+)");
   /** The planning limit is lowered by at least this share of the budget on each re-plan. */
   private static final double MIN_STEP = 0.02;
+  /** Halvings of the re-plan step where a lowered limit leaves no plan, at most. */
+  private static final int BACK_OFFS = 2;
   /** Probes that check (and raise) a refusal's smallest budget, at most. */
   private static final int CHECKS = 3;
 
@@ -254,15 +256,41 @@ public final class Probe {
       }
       LOG.info("[LMS][probe] Re-planning at a limit of {} (memory ratio {}): the probe missed {}",
           mib(limit), String.format(Locale.ROOT, "%.3f", next), mib(missed));
-      ratio = next;
-      try {
-        plan = planner.plan(new Budget(budget, ratio));
-        replans++;
-      } catch (PlanningException refused) {
-        LOG.info("[LMS][probe] The planner refuses a limit of {}: {}", mib(limit),
-            refused.getMessage());
+      long from = Math.min(plan.predictedPeakAfter(), (long) (budget * ratio));
+      LmsResult replanned = null;
+      // an out-of-memory error tells what failed, not by how much the plan missed: where the
+      // lowered limit leaves no plan (refused, or only the graph as given, which the end probes
+      // anyway), back off halfway towards the limit that failed, at most BACK_OFFS times
+      for (int b = 0; b <= BACK_OFFS && replanned == null; b++) {
+        try {
+          LmsResult r = planner.plan(new Budget(budget, next));
+          boolean asGiven = !r.rewritten() && r.scheduling() == null;
+          if (r.graphDef().equals(plan.graphDef())) {
+            LOG.info("[LMS][probe] At a limit of {} the plan is the one that failed", mib(limit));
+          } else if (!asGiven || !plan.rewritten()) {
+            replanned = r;
+            break;
+          } else {
+            LOG.info("[LMS][probe] At a limit of {} no plan is left, only the graph as given",
+                mib(limit));
+          }
+        } catch (PlanningException refused) {
+          LOG.info("[LMS][probe] The planner refuses a limit of {}: {}", mib(limit),
+              refused.getMessage());
+        }
+        limit = (limit + from) / 2;
+        next = (double) limit / budget;
+        if (b < BACK_OFFS) {
+          LOG.info("[LMS][probe] Re-planning halfway back, at a limit of {} (memory ratio {})",
+              mib(limit), String.format(Locale.ROOT, "%.3f", next));
+        }
+      }
+      if (replanned == null) {
         break;
       }
+      ratio = next;
+      plan = replanned;
+      replans++;
     }
     return unmodifiedOrRefuse(tg, planner, o, attempts, replans, null,
         new Failed(last, largestFailed));
