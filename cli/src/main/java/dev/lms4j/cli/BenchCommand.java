@@ -34,6 +34,12 @@ import picocli.CommandLine.Option;
             + "(fidelity.json/.md). Default graphs: a few zoo models and corpus families; "
             + "--model NAME [--batch N] or --families a,b [--size] for others. About 5 minutes "
             + "per graph on 2 cores.",
+        "acceptance: do the plans lms4j accepts train? Per graph (zoo lenet, resnet, gpt2 and "
+            + "every corpus family; or --model / --families), at 60 and 85%% of what the "
+            + "allocator model says the graph needs and at memory ratios 0.8 and 0.95: auto's "
+            + "plan run without the probe (trains or out of memory), then the probe's verdict "
+            + "and re-plans, and the graph it hands back run again (acceptance.json/.md). "
+            + "About an hour on 2 cores.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
@@ -47,8 +53,8 @@ import picocli.CommandLine.Option;
             + "minutes."})
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
-      description = "quick (default), full, smoke, steptime, corpus, fidelity, checkpoint, "
-          + "native or soak.")
+      description = "quick (default), full, smoke, steptime, corpus, fidelity, acceptance, "
+          + "checkpoint, native or soak.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -90,8 +96,8 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
-    if (suite.equals("fidelity")) {
-      return fidelity();
+    if (suite.equals("fidelity") || suite.equals("acceptance")) {
+      return graphSuite();
     }
     if (suite.equals("corpus")) {
       if (model != null) {
@@ -122,7 +128,7 @@ final class BenchCommand implements Callable<Integer> {
     if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native", "soak")
         .contains(suite)) {
       throw new IllegalArgumentException("--suite must be quick, full, smoke, steptime, "
-          + "corpus, fidelity, checkpoint, native or soak");
+          + "corpus, fidelity, acceptance, checkpoint, native or soak");
     }
     Paths.checkDirectory(out, "--out");
     if (model != null) {
@@ -137,12 +143,13 @@ final class BenchCommand implements Callable<Integer> {
       case "native" -> NativeSwapBench.run(out, System.out);
       case "soak" -> dev.lms4j.bench.SoakBench.run(out, 2000, 1000, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
-          + "steptime, corpus, fidelity, checkpoint, native or soak");
+          + "steptime, corpus, fidelity, acceptance, checkpoint, native or soak");
     }
     return 0;
   }
 
-  private Integer fidelity() throws Exception {
+  /** fidelity and acceptance: graphs from --model / --families, else the suite's defaults. */
+  private Integer graphSuite() throws Exception {
     Paths.checkDirectory(out, "--out");
     if (batch != null && batch < 1) {
       throw new IllegalArgumentException("--batch must be >= 1");
@@ -164,8 +171,13 @@ final class BenchCommand implements Callable<Integer> {
         cases.add(dev.lms4j.bench.Fidelity.corpus(f, sz));
       }
     }
-    dev.lms4j.bench.Fidelity.run(cases.isEmpty() ? dev.lms4j.bench.Fidelity.defaults() : cases,
-        out, System.out);
+    if (suite.equals("acceptance")) {
+      dev.lms4j.bench.Acceptance.run(cases.isEmpty() ? dev.lms4j.bench.Acceptance.defaults()
+          : cases, out, System.out);
+    } else {
+      dev.lms4j.bench.Fidelity.run(cases.isEmpty() ? dev.lms4j.bench.Fidelity.defaults()
+          : cases, out, System.out);
+    }
     return 0;
   }
 }
