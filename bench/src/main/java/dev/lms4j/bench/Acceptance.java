@@ -57,7 +57,7 @@ public final class Acceptance {
     List<Fidelity.Case> cases = new ArrayList<>(List.of(Fidelity.zoo("lenet", 100),
         Fidelity.zoo("resnet", 32), Fidelity.zoo("gpt2", 4)));
     for (Corpus.Family f : Corpus.families()) {
-      cases.add(Fidelity.corpus(f.name(), Corpus.Size.BENCH));
+      cases.add(Fidelity.corpus(f.label(), Corpus.Size.BENCH));
     }
     return cases;
   }
