@@ -77,6 +77,43 @@ class InitConstantsTest {
   }
 
   /**
+   * SlotNet(64, 1024, 512) with ZerosLike slots: layer 0's ({@code [1024, 512]} float, 2 MiB)
+   * becomes a Fill of the same name, with int64 dims, a 0 through lms_nofold, and a control edge
+   * on the random op it read; layer 1's (20 KiB) stays. Same losses; idempotent.
+   */
+  @Test
+  void zerosLikeBecomesAnUnfoldedFill() {
+    TrainingGraph tg = SlotNet.build(64, 1024, 512, true);
+    Map<String, NodeDef> before = TfTests.nodes(tg.graphDef());
+    InitConstants.Result r = InitConstants.rewrite(tg.graphDef(), tg.manifest().runOps());
+    assertThat(r.fills()).containsExactly("w0_momentum_init/ZerosLike");
+    assertThat(r.bytes()).isEqualTo(2 * MIB);
+    Map<String, NodeDef> after = TfTests.nodes(r.graphDef());
+    assertThat(after).hasSize(before.size() + 3);
+    String input = before.get("w0_momentum_init/ZerosLike").getInput(0);
+    NodeDef fill = after.get("w0_momentum_init/ZerosLike");
+    assertThat(fill.getOp()).isEqualTo("Fill");
+    assertThat(fill.getInputList()).containsExactly("w0_momentum_init/ZerosLike/lms_dims",
+        "w0_momentum_init/ZerosLike/lms_nofold", "^" + input.replaceAll(":0$", ""));
+    TensorProto dims = after.get("w0_momentum_init/ZerosLike/lms_dims").getAttrOrThrow("value")
+        .getTensor();
+    assertThat(dims.getDtype()).isEqualTo(DataType.DT_INT64);
+    assertThat(dims.getInt64ValList()).containsExactly(1024L, 512L);
+    assertThat(fill.getAttrOrThrow("index_type").getType()).isEqualTo(DataType.DT_INT64);
+    TensorProto value = after.get("w0_momentum_init/ZerosLike/lms_value").getAttrOrThrow("value")
+        .getTensor();
+    assertThat(value.getFloatValList()).containsExactly(0f);
+    assertThat(after.get("w0_momentum_init/ZerosLike/lms_nofold").getInputList())
+        .containsExactly("w0_momentum_init/ZerosLike/lms_value");
+    assertThat(after.get("w1_momentum_init/ZerosLike"))
+        .isEqualTo(before.get("w1_momentum_init/ZerosLike"));
+
+    assertThat(InitConstants.rewrite(r.graphDef(), tg.manifest().runOps()).changed()).isFalse();
+    List<Double> plain = TfTests.losses(tg.graphDef(), tg.manifest());
+    assertThat(TfTests.losses(r.graphDef(), tg.manifest())).containsExactlyElementsOf(plain);
+  }
+
+  /**
    * A hand-written graph: an init Fill (1024 x 1024 float, 4 MiB) and one the step reaches only
    * by a control edge ({@code ^fill2}); run ops given in the {@code name:0} and {@code ^name}
    * forms. Fills whose dims or value are not Consts, or whose value is not output 0, are left.

@@ -27,6 +27,14 @@ final class SlotNet {
    * {@code [batch, width]} bias of ones added to the hidden layer), which must stay as it is.
    */
   static TrainingGraph build(int batch, int in, int width) {
+    return build(batch, in, width, false);
+  }
+
+  /**
+   * The same graph; with {@code zerosLike} the slots are initialised by {@code ZerosLike} of
+   * their weight's random initial value instead of a Fill (both folded by grappler).
+   */
+  static TrainingGraph build(int batch, int in, int width, boolean zerosLike) {
     try (Graph g = new Graph()) {
       Ops tf = Ops.create(g);
       Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
@@ -47,7 +55,8 @@ final class SlotNet {
             wi.constant((float) (2.0 / Math.sqrt(shapes[i][0]))))));
         Variable<TFloat32> m = tf.withName("w" + i + "_momentum").variable(s, TFloat32.class);
         Ops mi = tf.withSubScope("w" + i + "_momentum_init");
-        inits.add(mi.assign(m, mi.fill(mi.constant(shapes[i]), mi.constant(0f))));
+        inits.add(mi.assign(m, zerosLike ? mi.zerosLike(u)
+            : mi.fill(mi.constant(shapes[i]), mi.constant(0f))));
         vars.add(w);
         slots.add(m);
       }
