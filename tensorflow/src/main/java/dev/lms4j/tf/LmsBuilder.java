@@ -73,8 +73,9 @@ public final class LmsBuilder implements Cloneable {
   }
 
   /**
-   * Whether large initializer {@code Fill}s outside the step (a zero-initialised slot or bias)
-   * are kept from grappler's constant folding before planning (default on,
+   * Whether large initializer {@code Fill}s outside the step (a zero-initialised slot or bias;
+   * also {@code ZerosLike}/{@code OnesLike} of a known shape) are kept from grappler's constant
+   * folding before planning (default on,
    * {@link InitConstants}): folded, each becomes a constant that the {@code init} run's cached
    * executor holds for the session's life, memory every training step then lacks. Needs the ops
    * a step runs (a {@link TrainingGraph}, the run ops, or a train op); without them the graph
