@@ -144,6 +144,11 @@ final class LmsOptions {
           + "update waits for its own gradient and for the step's reads of its variable only.")
   boolean noOptimizerEdges;
 
+  @Option(names = "--no-init-constants",
+      description = "Let TensorFlow fold large zero or constant initializer Fills (e.g. "
+          + "optimizer slots) into constants that it holds for the session's life.")
+  boolean noInitConstants;
+
   @Option(names = "--recompute", split = ",", paramLabel = "OP",
       description = "Manual recomputation: recompute these forward ops, by name, in the "
           + "backward pass, as ops carrying the _recompute_hint attribute are, in every --lms "
@@ -233,7 +238,8 @@ final class LmsOptions {
    */
   LmsBuilder configure(LmsBuilder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
-    b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges);
+    b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
+        .initConstants(!noInitConstants);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

@@ -49,6 +49,8 @@ final class Reports {
       r.extra("pre_rewrites").put("gradient_sums", p.gradientSums())
           .put("optimizer_edges_removed", p.optimizerEdgesRemoved())
           .put("optimizer_edges_added", p.optimizerEdgesAdded())
+          .put("init_constants", p.initConstants())
+          .put("init_constant_bytes", p.initConstantBytes())
           .put("peak_after_bytes", p.peakAfter());
     }
     if (!lms.plan().swapOuts().isEmpty()) {

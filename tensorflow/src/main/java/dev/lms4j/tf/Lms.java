@@ -46,7 +46,8 @@ import org.tensorflow.proto.GraphDef;
  * The steps: import the GraphDef into lms4j's model, the rewrites before planning (on by
  * default, each with an opt-out in {@link LmsBuilder}: large gradient sums become running
  * accumulations, {@link GradientSums}; the framework optimizers' all-gradients-to-all-updates
- * control edges are relaxed, {@link OptimizerEdges}; both keep losses bit-identical), check the
+ * control edges are relaxed, {@link OptimizerEdges}; large initializer Fills are kept from
+ * constant folding, {@link InitConstants}; all keep losses bit-identical), check the
  * floor (resident tensors plus the largest op) on the graph they give, an optional scheduling
  * step, the mode's planner ({@link LmsMode#plan}), and one
  * rewrite that commits the {@link MemoryPlan} ({@link PlanCommit}). TensorFlow Java cannot
@@ -74,6 +75,7 @@ public final class Lms {
   private final Path dumpDot;
   private final GradientSums.Options gradientSums;
   private final boolean optimizerEdges;
+  private final boolean initConstants;
   private final boolean allocatorCheck;
   private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
@@ -95,6 +97,7 @@ public final class Lms {
     this.dumpDot = b.dumpDot;
     this.gradientSums = b.gradientSums;
     this.optimizerEdges = b.optimizerEdges;
+    this.initConstants = b.initConstants;
     this.allocatorCheck = b.allocatorCheck;
     this.scratch = b.scratch;
     LmsMode m = b.mode != null ? b.mode
@@ -248,11 +251,37 @@ public final class Lms {
     GraphDef given = gd;
     DataflowGraph givenModel = model;
     LmsResult.PreRewrites pre = LmsResult.PreRewrites.NONE;
+    // what a fallback to the graph as given returns: the given graph with InitConstants applied
+    GraphDef givenGd = gd;
+    LmsResult.PreRewrites givenPre = LmsResult.PreRewrites.NONE;
     // only when the graph as given does not fit: a graph that fits is left as it is
     if (mode.plans() && !(budget.isSet() && budget.fits(before))) {
       List<String> targets = new ArrayList<>(runOps);
       if (targets.isEmpty() && trainOp != null) {
         targets.add(trainOp);
+      }
+      int fills = 0;
+      long fillBytes = 0;
+      if (initConstants && !targets.isEmpty()) {
+        InitConstants.Result r = InitConstants.rewrite(gd, targets);
+        if (r.changed()) {
+          gd = r.graphDef();
+          fills = r.fills().size();
+          fillBytes = r.bytes();
+          if (runOps.isEmpty()) {
+            // the model holds every op, the init's among them
+            model = importModel(gd, feedShapes, runOps);
+          }
+          LOG.info("[LMS][0] Before planning: {} initializer Fills ({} MiB) kept from constant "
+              + "folding, so the init run's executor does not hold them as constants",
+              fills, String.format("%.1f", fillBytes / 1048576.0));
+          // it only frees memory (init and step alike), so a fallback to the graph as given
+          // keeps it
+          givenGd = gd;
+          givenModel = model;
+          givenPre = new LmsResult.PreRewrites(0, 0, 0,
+              SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes);
+        }
       }
       int removed = 0;
       int addedEdges = 0;
@@ -278,7 +307,7 @@ public final class Lms {
       }
       if (gd != given) {
         pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
-            SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)));
+            SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes);
         LOG.info("[LMS][0] Before planning: {} gradient sums turned into running accumulations, "
             + "{} optimizer control edges removed ({} added to keep variable reads before "
             + "updates); simulated peak {} -> {} MiB", sums, removed, addedEdges,
@@ -319,9 +348,10 @@ public final class Lms {
       // given is predicted to fit the whole budget (live bytes and the allocator's replay), where
       // TensorFlow may well train it; it is left as it was (run and train probe it first)
       LOG.warn("[LMS][0] No plan keeps the memory ratio's margin ({}), but the graph as given "
-          + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was, with no "
+          + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was{}, with no "
           + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
-          String.format("%.1f", budget.bytes() / 1048576.0));
+          String.format("%.1f", budget.bytes() / 1048576.0),
+          givenPre.initConstants() > 0 ? " (its initializer Fills kept from folding)" : "");
       asGiven = true;
     }
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
@@ -341,9 +371,9 @@ public final class Lms {
       asGiven = true;
     }
     if (asGiven) {
-      gd = given;
+      gd = givenGd;
       model = givenModel;
-      pre = LmsResult.PreRewrites.NONE;
+      pre = givenPre;
       scheduled = null;
       plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), before);
     }

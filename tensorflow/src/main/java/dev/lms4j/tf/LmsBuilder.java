@@ -36,6 +36,7 @@ public final class LmsBuilder implements Cloneable {
   Path dumpDot;
   GradientSums.Options gradientSums = GradientSums.Options.defaults();
   boolean optimizerEdges = true;
+  boolean initConstants = true;
   boolean allocatorCheck = true;
   Map<String, Long> scratch = Map.of();
 
@@ -68,6 +69,20 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder optimizerEdges(boolean on) {
     this.optimizerEdges = on;
+    return this;
+  }
+
+  /**
+   * Whether large initializer {@code Fill}s outside the step (a zero-initialised slot or bias;
+   * also {@code ZerosLike}/{@code OnesLike} of a known shape) are kept from grappler's constant
+   * folding before planning (default on,
+   * {@link InitConstants}): folded, each becomes a constant that the {@code init} run's cached
+   * executor holds for the session's life, memory every training step then lacks. Needs the ops
+   * a step runs (a {@link TrainingGraph}, the run ops, or a train op); without them the graph
+   * is left alone. Off: {@code --no-init-constants}.
+   */
+  public LmsBuilder initConstants(boolean on) {
+    this.initConstants = on;
     return this;
   }
 

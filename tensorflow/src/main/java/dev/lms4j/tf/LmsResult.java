@@ -20,7 +20,8 @@ import org.tensorflow.proto.GraphDef;
  * @param addedNodes          nodes the rewrite added
  * @param scheduling          the scheduling step's result when it changed the graph, else null
  * @param preRewrites         what the rewrites before planning ({@link GradientSums},
- *                            {@link OptimizerEdges}) changed in the graph returned
+ *                            {@link OptimizerEdges}, {@link InitConstants}) changed in the
+ *                            graph returned
  */
 public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph model,
     GraphStats stats, long predictedPeakBefore, long planningMs, int addedNodes,
@@ -33,15 +34,32 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
    * @param optimizerEdgesRemoved optimizer control edges removed ({@link OptimizerEdges})
    * @param optimizerEdgesAdded   control edges added to keep a variable's reads before its update
    * @param peakAfter             simulated peak of the graph after them (bytes; 0 for none)
+   * @param initConstants         initializer {@code Fill}s kept from constant folding
+   *                              ({@link InitConstants})
+   * @param initConstantBytes     those Fills' output bytes together
    */
   public record PreRewrites(int gradientSums, int optimizerEdgesRemoved,
-      int optimizerEdgesAdded, long peakAfter) {
+      int optimizerEdgesAdded, long peakAfter, int initConstants, long initConstantBytes) {
     /** Nothing rewritten. */
     public static final PreRewrites NONE = new PreRewrites(0, 0, 0, 0);
 
+    /**
+     * Pre-rewrites without {@link InitConstants}.
+     *
+     * @param gradientSums          n-input {@code AddN}s turned into running accumulations
+     * @param optimizerEdgesRemoved optimizer control edges removed
+     * @param optimizerEdgesAdded   control edges added to keep a variable's reads first
+     * @param peakAfter             simulated peak of the graph after them (bytes; 0 for none)
+     */
+    public PreRewrites(int gradientSums, int optimizerEdgesRemoved, int optimizerEdgesAdded,
+        long peakAfter) {
+      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0);
+    }
+
     /** Whether any of them changed the graph. */
     public boolean changed() {
-      return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0;
+      return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0
+          || initConstants > 0;
     }
   }
 

@@ -112,13 +112,15 @@ class ProbeTest {
    * Its first plan runs out of memory on a 21.5 MiB col buffer (a convolution gradient's), and
    * the limit less that is below what any planner reaches: the planner here refuses every ratio
    * under 0.6, as a planner whose floor is there does. The probe then backs off halfway towards
-   * the limit that failed instead of giving up, and the plan made there trains.
+   * the limit that failed instead of giving up, and the plan made there trains. (InitConstants
+   * off: with it, the momentum slot's folded 12.25 MiB Fill is no longer held and the first
+   * plan already trains, traced peak 79.1 MiB.)
    */
   @Test
   void whereTheLoweredLimitLeavesNoPlanTheProbeBacksOffHalfway() throws Exception {
     TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of());
     long budget = 88 * MIB;
-    Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
+    Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).initConstants(false).build();
     List<Double> asked = new ArrayList<>();
     Probe.Outcome o = Probe.closeLoop(tg, b -> {
       asked.add(b.memRatio());
@@ -161,8 +163,10 @@ class ProbeTest {
     long budget = 35 * MIB;
     Lms auto = Lms.builder().budget(budget).memRatio(0.45).mode(LmsMode.AUTO).build();
     // Lms itself no longer refuses here: the graph as given is predicted to fit the whole
-    // budget (NeverWorseTest), so it is left as it was
-    assertThat(auto.rewrite(tg).rewritten()).isFalse();
+    // budget (NeverWorseTest), so it is left as it was, but for the table's initializer Fill,
+    // kept from constant folding (InitConstants)
+    assertThat(auto.rewrite(tg).graphDef()).isEqualTo(dev.lms4j.tf.InitConstants.rewrite(
+        tg.graphDef(), tg.manifest().runOps()).graphDef());
     // the probe's own fallback serves planners that refuse (Lms still does where the graph is
     // predicted above the budget): the refusal auto gave before, then the unmodified graph
     Probe.Outcome o = Probe.closeLoop(tg, b -> {
