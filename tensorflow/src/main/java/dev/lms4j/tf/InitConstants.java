@@ -2,10 +2,8 @@ package dev.lms4j.tf;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -125,7 +123,8 @@ public final class InitConstants {
    * @param runOps what a step fetches and runs (tensor or op names; {@code ^name} and
    *               {@code name:k} accepted); empty: the step is unknown and nothing changes
    * @return the rewritten graph, the Fills changed and their bytes
-   * @throws IllegalArgumentException when a run op is not in the graph
+   * @throws IllegalArgumentException when a run op, or an input of an op it depends on, is not
+   *     in the graph
    */
   public static Result rewrite(GraphDef gd, Collection<String> runOps) {
     Objects.requireNonNull(gd, "gd");
@@ -137,14 +136,14 @@ public final class InitConstants {
     for (int i = 0; i < nodes.size(); i++) {
       index.put(nodes.get(i).getName(), i);
     }
-    Set<Integer> step = step(nodes, index, runOps);
+    Set<String> step = GraphImporter.ancestors(gd, new HashSet<>(runOps));
     GraphDef.Builder out = null;
     List<String> fills = new ArrayList<>();
     long bytes = 0;
     Map<String, long[]> shapes = likeShapes(gd, nodes, step);
     for (int i = 0; i < nodes.size(); i++) {
       NodeDef fill = nodes.get(i);
-      if (LIKE.contains(fill.getOp()) && !step.contains(i)) {
+      if (LIKE.contains(fill.getOp()) && !step.contains(fill.getName())) {
         if (out == null) {
           out = gd.toBuilder();
         }
@@ -155,7 +154,8 @@ public final class InitConstants {
         }
         continue;
       }
-      if (!"Fill".equals(fill.getOp()) || step.contains(i) || fill.getInputCount() < 2) {
+      if (!"Fill".equals(fill.getOp()) || step.contains(fill.getName())
+          || fill.getInputCount() < 2) {
         continue;
       }
       NodeDef dims = constInput(nodes, index, fill.getInput(0));
@@ -200,11 +200,11 @@ public final class InitConstants {
    * into a {@link Graph} only when there is such an op; none when the import fails).
    */
   private static Map<String, long[]> likeShapes(GraphDef gd, List<NodeDef> nodes,
-      Set<Integer> step) {
+      Set<String> step) {
     Map<String, String> inputs = new HashMap<>();
     for (int i = 0; i < nodes.size(); i++) {
       NodeDef n = nodes.get(i);
-      if (LIKE.contains(n.getOp()) && !step.contains(i) && n.getInputCount() > 0
+      if (LIKE.contains(n.getOp()) && !step.contains(n.getName()) && n.getInputCount() > 0
           && !n.getInput(0).startsWith("^") && VALUES.containsKey(dtype(n))) {
         inputs.put(n.getName(), n.getInput(0));
       }
@@ -219,7 +219,7 @@ public final class InitConstants {
       inputs.forEach((like, in) -> {
         int colon = in.lastIndexOf(':');
         int k = colon < 0 ? 0 : Integer.parseInt(in.substring(colon + 1));
-        var op = g.operation(opName(in));
+        var op = g.operation(GraphImporter.opName(in));
         if (op == null || k >= op.numOutputs()) {
           return;
         }
@@ -283,11 +283,11 @@ public final class InitConstants {
             .setShape(TensorShapeProto.getDefaultInstance()).build()));
     NodeDef.Builder fill = NodeDef.newBuilder().setName(name).setOp("Fill")
         .setDevice(like.getDevice()).addInput(dimsName).addInput(nofold)
-        .addInput("^" + opName(like.getInput(0)))
+        .addInput("^" + GraphImporter.opName(like.getInput(0)))
         .putAttr("T", AttrValue.newBuilder().setType(dtype).build())
         .putAttr("index_type", AttrValue.newBuilder().setType(DataType.DT_INT64).build());
     for (String in : like.getInputList()) {
-      if (in.startsWith("^") && !in.equals("^" + opName(like.getInput(0)))) {
+      if (in.startsWith("^") && !in.equals("^" + GraphImporter.opName(like.getInput(0)))) {
         fill.addInput(in);
       }
     }
@@ -306,32 +306,6 @@ public final class InitConstants {
     return n.getAttrOrDefault("T", AttrValue.getDefaultInstance()).getType();
   }
 
-  /** The ops a step runs: the ancestors of the run ops through data and control edges. */
-  private static Set<Integer> step(List<NodeDef> nodes, Map<String, Integer> index,
-      Collection<String> runOps) {
-    Set<Integer> step = new HashSet<>();
-    Deque<Integer> work = new ArrayDeque<>();
-    for (String t : runOps) {
-      Integer id = index.get(opName(t));
-      if (id == null) {
-        throw new IllegalArgumentException("run op '" + t + "' is not in the graph");
-      }
-      work.add(id);
-    }
-    while (!work.isEmpty()) {
-      int id = work.pop();
-      if (step.add(id)) {
-        for (String in : nodes.get(id).getInputList()) {
-          Integer src = index.get(opName(in));
-          if (src != null) {
-            work.add(src);
-          }
-        }
-      }
-    }
-    return step;
-  }
-
   /** The Const node behind a data input (its output 0), or null. */
   private static NodeDef constInput(List<NodeDef> nodes, Map<String, Integer> index, String in) {
     if (in.startsWith("^")) {
@@ -341,7 +315,7 @@ public final class InitConstants {
     if (colon >= 0 && !in.substring(colon + 1).equals("0")) {
       return null;
     }
-    Integer id = index.get(opName(in));
+    Integer id = index.get(GraphImporter.opName(in));
     if (id == null || !"Const".equals(nodes.get(id).getOp())) {
       return null;
     }
@@ -400,12 +374,5 @@ public final class InitConstants {
       }
     }
     return n;
-  }
-
-  /** The op name of an input or run op ({@code ^} and the output index removed). */
-  private static String opName(String in) {
-    String s = in.startsWith("^") ? in.substring(1) : in;
-    int colon = s.lastIndexOf(':');
-    return colon < 0 ? s : s.substring(0, colon);
   }
 }

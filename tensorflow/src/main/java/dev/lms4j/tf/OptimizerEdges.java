@@ -207,7 +207,7 @@ public final class OptimizerEdges {
       List<Integer> d = new ArrayList<>();
       List<Integer> c = new ArrayList<>();
       for (String in : node.getInputList()) {
-        Integer src = index.get(opName(in));
+        Integer src = index.get(GraphImporter.opName(in));
         if (src != null) {
           (in.startsWith("^") ? c : d).add(src);
         }
@@ -218,7 +218,7 @@ public final class OptimizerEdges {
     Set<Integer> step = new HashSet<>();
     Deque<Integer> work = new ArrayDeque<>();
     for (String t : targets) {
-      Integer id = index.get(opName(t));
+      Integer id = index.get(GraphImporter.opName(t));
       if (id == null) {
         throw new IllegalArgumentException("target '" + t + "' is not in the graph");
       }
@@ -400,13 +400,6 @@ public final class OptimizerEdges {
       p = data.get(p).get(0);
     }
     return -1;
-  }
-
-  /** The op name of an input or target ({@code ^} and the output index removed). */
-  private static String opName(String in) {
-    String s = in.startsWith("^") ? in.substring(1) : in;
-    int colon = s.lastIndexOf(':');
-    return colon < 0 ? s : s.substring(0, colon);
   }
 
   /** Ancestor queries over data and control edges, memoised per target. */

@@ -40,17 +40,10 @@ class GradientSumsRoundingTest {
     assertThat(lr.preRewrites().gradientSums()).isPositive();
 
     ConfigProto on = SessionConfigs.lms();
-    ConfigProto off = on.toBuilder().setGraphOptions(on.getGraphOptions().toBuilder()
-        .setRewriteOptions(on.getGraphOptions().getRewriteOptions().toBuilder()
-            .setArithmeticOptimization(RewriterConfig.Toggle.OFF))).build();
+    ConfigProto off = arithmeticOff(on);
     assertThat(losses(lr.graphDef(), tg, off)).containsExactlyElementsOf(losses(null, tg, off));
 
-    List<Double> reference = losses(null, tg, on);
-    List<Double> chained = losses(lr.graphDef(), tg, on);
-    for (int i = 0; i < reference.size(); i++) {
-      assertThat(chained.get(i)).as("loss %d", i + 1)
-          .isCloseTo(reference.get(i), within(1e-6 * Math.abs(reference.get(i))));
-    }
+    assertCloseLosses(losses(lr.graphDef(), tg, on), losses(null, tg, on));
   }
 
   /**
@@ -66,14 +59,23 @@ class GradientSumsRoundingTest {
     GradientSums.Result gs = GradientSums.rewrite(tg, GradientSums.Options.defaults());
     assertThat(gs.chains()).isNotEmpty();
     ConfigProto on = SessionConfigs.lms();
-    ConfigProto off = on.toBuilder().setGraphOptions(on.getGraphOptions().toBuilder()
+    ConfigProto off = arithmeticOff(on);
+    assertThat(losses(gs.graphDef(), tg, off)).containsExactlyElementsOf(losses(null, tg, off));
+    assertCloseLosses(losses(gs.graphDef(), tg, on), losses(null, tg, on));
+  }
+
+  /** lms4j's session config with grappler's arithmetic optimizer off. */
+  private static ConfigProto arithmeticOff(ConfigProto on) {
+    return on.toBuilder().setGraphOptions(on.getGraphOptions().toBuilder()
         .setRewriteOptions(on.getGraphOptions().getRewriteOptions().toBuilder()
             .setArithmeticOptimization(RewriterConfig.Toggle.OFF))).build();
-    assertThat(losses(gs.graphDef(), tg, off)).containsExactlyElementsOf(losses(null, tg, off));
-    List<Double> reference = losses(null, tg, on);
-    List<Double> sums = losses(gs.graphDef(), tg, on);
+  }
+
+  /** Each loss within a millionth (relative) of the reference's. */
+  private static void assertCloseLosses(List<Double> losses, List<Double> reference) {
+    assertThat(losses).hasSameSizeAs(reference);
     for (int i = 0; i < reference.size(); i++) {
-      assertThat(sums.get(i)).as("loss %d", i + 1)
+      assertThat(losses.get(i)).as("loss %d", i + 1)
           .isCloseTo(reference.get(i), within(1e-6 * Math.abs(reference.get(i))));
     }
   }

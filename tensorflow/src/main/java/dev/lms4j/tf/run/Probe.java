@@ -248,7 +248,8 @@ public final class Probe {
       // what the plan missed: the failed allocation (scratch, fragmentation) or the overshoot
       long missed = a.oom() ? a.failedAllocationBytes() : a.measuredPeakBytes() - budget;
       long step = Math.max(missed, (long) (MIN_STEP * budget));
-      long limit = Math.min(plan.predictedPeakAfter(), (long) (budget * ratio)) - step;
+      long from = Math.min(plan.predictedPeakAfter(), (long) (budget * ratio));
+      long limit = from - step;
       double next = (double) limit / budget;
       if (next <= 0) {
         LOG.info("[LMS][probe] No lower planning limit is left ({} MiB missed)", mib(missed));
@@ -256,12 +257,11 @@ public final class Probe {
       }
       LOG.info("[LMS][probe] Re-planning at a limit of {} (memory ratio {}): the probe missed {}",
           mib(limit), String.format(Locale.ROOT, "%.3f", next), mib(missed));
-      long from = Math.min(plan.predictedPeakAfter(), (long) (budget * ratio));
       LmsResult replanned = null;
       // an out-of-memory error tells what failed, not by how much the plan missed: where the
       // lowered limit leaves no plan (refused, or only the graph as given, which the end probes
       // anyway), back off halfway towards the limit that failed, at most BACK_OFFS times
-      for (int b = 0; b <= BACK_OFFS && replanned == null; b++) {
+      for (int b = 0; b <= BACK_OFFS; b++) {
         try {
           LmsResult r = planner.plan(new Budget(budget, next));
           boolean asGiven = !r.rewritten() && r.scheduling() == null;
