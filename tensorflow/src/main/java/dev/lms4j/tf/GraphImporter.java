@@ -58,7 +58,9 @@ public final class GraphImporter {
    * As {@link #importGraph(GraphDef, Map, int, String)}, keeping only the ops a step runs: the
    * ancestors (through data and control edges) of {@code runOps}, e.g. the loss and the train op.
    * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
-   * An empty {@code runOps} keeps every op.
+   * An empty {@code runOps} keeps every op. With run ops, the initializer constants grappler
+   * folds and the init run's executor then holds for the session ({@link InitConstants#held})
+   * are added as resident {@code Const} ops named {@code <fill>/lms_held}, with no consumers.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
@@ -88,6 +90,13 @@ public final class GraphImporter {
           outs.add(resources.adjust(n, i, tensor(op, i, batchSize)));
         }
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
+      }
+      if (keep != null) {
+        // what init's cached executor holds for the session: resident, like the step's Consts
+        InitConstants.held(shaped, runOps).forEach((name, bytes) ->
+            b.op(name + InitConstants.HELD_SUFFIX, "Const", OpCategory.FORWARD,
+                g.operation(name).device(), List.of(),
+                List.of(new Tensor("uint8", new long[] {bytes}, bytes, false))));
       }
     }
     return b.build();

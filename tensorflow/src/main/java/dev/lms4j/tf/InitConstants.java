@@ -46,8 +46,9 @@ import org.tensorflow.proto.TensorShapeProto;
  * log.info("{} initializer Fills ({} MiB) no longer folded", r.fills().size(), r.bytes() >> 20);
  * }</pre>
  *
- * <p>Only Fills that a training step does not run (not ancestors of the run ops through data or
- * control edges) are rewritten, whose dims and value are {@code Const} nodes, whose size is
+ * <p>Only Fills that initialise a variable (ancestors of an {@code Assign} or
+ * {@code AssignVariableOp}) and that a training step does not run (not ancestors of the run ops
+ * through data or control edges) are rewritten, whose dims and value are {@code Const} nodes, whose size is
  * known from the dims and at least {@link #MIN_BYTES}. With no run ops (the step unknown) the
  * graph is left alone. The rewrite is idempotent: a rewritten Fill's value is no longer a Const.
  *
@@ -67,6 +68,9 @@ public final class InitConstants {
 
   /** The suffix of the inserted {@code PlaceholderWithDefault}: {@code <fill>/lms_nofold}. */
   public static final String SUFFIX = "/lms_nofold";
+
+  /** The ops that give a variable its initial value. */
+  private static final Set<String> ASSIGNS = Set.of("Assign", "AssignVariableOp");
 
   /** The ops grappler materializes from a fully known input shape. */
   private static final Set<String> LIKE = Set.of("ZerosLike", "OnesLike");
@@ -92,18 +96,21 @@ public final class InitConstants {
    * @param fills    the names of the Fills whose value now comes through a
    *                 {@code PlaceholderWithDefault}, in graph order
    * @param bytes    the Fills' output bytes together
+   * @param sizes    each Fill's output bytes, by name, in graph order
    */
-  public record Result(GraphDef graphDef, List<String> fills, long bytes) {
+  public record Result(GraphDef graphDef, List<String> fills, long bytes, Map<String, Long> sizes) {
     /**
-     * Copies the list.
+     * Copies the list and the map.
      *
      * @param graphDef the rewritten graph
      * @param fills    the Fills changed
      * @param bytes    their output bytes
+     * @param sizes    each one's output bytes
      */
     public Result {
       Objects.requireNonNull(graphDef, "graphDef");
       fills = List.copyOf(fills);
+      sizes = java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(sizes));
     }
 
     /**
@@ -114,6 +121,24 @@ public final class InitConstants {
     public boolean changed() {
       return !fills.isEmpty();
     }
+  }
+
+  /** The suffix of the model op that stands for a held constant: {@code <fill>/lms_held}. */
+  public static final String HELD_SUFFIX = "/lms_held";
+
+  /**
+   * The initializer constants TensorFlow would hold for the session's life if {@code gd} ran as
+   * it is: the Fills (and ZerosLike/OnesLike) {@link #rewrite} would change, with their bytes.
+   * The graph model counts them as resident ({@link GraphImporter}): LeNet's 12.25 MiB momentum
+   * slot initializer, held in a 16 MiB chunk, is why TensorFlow needs 101 MiB where the live
+   * tensors of a step need 85.
+   *
+   * @param gd     the graph
+   * @param runOps what a step fetches and runs; empty: none are known (an empty map)
+   * @return each held constant's bytes by the name of the op grappler folds, in graph order
+   */
+  public static Map<String, Long> held(GraphDef gd, Collection<String> runOps) {
+    return rewrite(gd, runOps).sizes();
   }
 
   /**
@@ -129,32 +154,34 @@ public final class InitConstants {
   public static Result rewrite(GraphDef gd, Collection<String> runOps) {
     Objects.requireNonNull(gd, "gd");
     if (runOps.isEmpty()) {
-      return new Result(gd, List.of(), 0);
+      return new Result(gd, List.of(), 0, Map.of());
     }
     List<NodeDef> nodes = gd.getNodeList();
     Map<String, Integer> index = new HashMap<>();
     for (int i = 0; i < nodes.size(); i++) {
       index.put(nodes.get(i).getName(), i);
     }
-    Set<String> step = GraphImporter.ancestors(gd, new HashSet<>(runOps));
+    Set<String> init = initializers(gd, GraphImporter.ancestors(gd, new HashSet<>(runOps)));
     GraphDef.Builder out = null;
     List<String> fills = new ArrayList<>();
+    Map<String, Long> sizes = new java.util.LinkedHashMap<>();
     long bytes = 0;
-    Map<String, long[]> shapes = likeShapes(gd, nodes, step);
+    Map<String, long[]> shapes = likeShapes(gd, nodes, init);
     for (int i = 0; i < nodes.size(); i++) {
       NodeDef fill = nodes.get(i);
-      if (LIKE.contains(fill.getOp()) && !step.contains(fill.getName())) {
+      if (LIKE.contains(fill.getOp()) && init.contains(fill.getName())) {
         if (out == null) {
           out = gd.toBuilder();
         }
         long size = like(out, i, fill, shapes.get(fill.getName()), index);
         if (size > 0) {
           fills.add(fill.getName());
+          sizes.put(fill.getName(), size);
           bytes += size;
         }
         continue;
       }
-      if (!"Fill".equals(fill.getOp()) || step.contains(fill.getName())
+      if (!"Fill".equals(fill.getOp()) || !init.contains(fill.getName())
           || fill.getInputCount() < 2) {
         continue;
       }
@@ -185,13 +212,32 @@ public final class InitConstants {
       out.addNode(ph);
       out.setNode(i, fill.toBuilder().setInput(1, nofold));
       fills.add(fill.getName());
+      sizes.put(fill.getName(), size);
       bytes += size;
     }
     if (fills.isEmpty()) {
-      return new Result(gd, List.of(), 0);
+      return new Result(gd, List.of(), 0, Map.of());
     }
     LOG.debug("initializer Fills kept from constant folding: {}", fills);
-    return new Result(out.build(), fills, bytes);
+    return new Result(out.build(), fills, bytes, sizes);
+  }
+
+  /**
+   * The ops that initialise variables and a step does not run: the ancestors of the assignments
+   * ({@code Assign}, {@code AssignVariableOp}) outside {@code step}. A ZerosLike that is only a
+   * gradient nobody applies is outside the step too, but no run executes it, so nothing holds it.
+   */
+  private static Set<String> initializers(GraphDef gd, Set<String> step) {
+    Set<String> assigns = new HashSet<>();
+    for (NodeDef n : gd.getNodeList()) {
+      if (ASSIGNS.contains(n.getOp()) && !step.contains(n.getName())) {
+        assigns.add(n.getName());
+      }
+    }
+    Set<String> init = assigns.isEmpty() ? new HashSet<>()
+        : GraphImporter.ancestors(gd, assigns);
+    init.removeAll(step);
+    return init;
   }
 
   /**
@@ -200,11 +246,11 @@ public final class InitConstants {
    * into a {@link Graph} only when there is such an op; none when the import fails).
    */
   private static Map<String, long[]> likeShapes(GraphDef gd, List<NodeDef> nodes,
-      Set<String> step) {
+      Set<String> init) {
     Map<String, String> inputs = new HashMap<>();
     for (int i = 0; i < nodes.size(); i++) {
       NodeDef n = nodes.get(i);
-      if (LIKE.contains(n.getOp()) && !step.contains(n.getName()) && n.getInputCount() > 0
+      if (LIKE.contains(n.getOp()) && init.contains(n.getName()) && n.getInputCount() > 0
           && !n.getInput(0).startsWith("^") && VALUES.containsKey(dtype(n))) {
         inputs.put(n.getName(), n.getInput(0));
       }

@@ -268,10 +268,8 @@ public final class Lms {
           gd = r.graphDef();
           fills = r.fills().size();
           fillBytes = r.bytes();
-          if (runOps.isEmpty()) {
-            // the model holds every op, the init's among them
-            model = importModel(gd, feedShapes, runOps);
-          }
+          // the model held the folded constants (or, with no run ops, the init's ops)
+          model = importModel(gd, feedShapes, runOps);
           LOG.info("[LMS][0] Before planning: {} initializer Fills ({} MiB) kept from constant "
               + "folding, so the init run's executor does not hold them as constants",
               fills, String.format("%.1f", fillBytes / 1048576.0));
@@ -314,6 +312,8 @@ public final class Lms {
             before >> 20, pre.peakAfter() >> 20);
       }
     }
+    // the simulated peak of what a fallback returns (less than before by the held constants)
+    long givenPeak = givenPre.initConstants() > 0 ? givenPre.peakAfter() : before;
     PlanningContext ctx = context(gd, model);
     Scheduling.Result scheduled = null;
     MemoryPlan plan = null;
@@ -335,7 +335,7 @@ public final class Lms {
       }
       plan = mode.plan(model, ctx);
     } catch (PlanningException e) {
-      if (!budget.isSet() || before > budget.bytes()) {
+      if (!budget.isSet() || givenPeak > budget.bytes()) {
         throw e;
       }
       if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes())) {
@@ -349,7 +349,7 @@ public final class Lms {
       // TensorFlow may well train it; it is left as it was (run and train probe it first)
       LOG.warn("[LMS][0] No plan keeps the memory ratio's margin ({}), but the graph as given "
           + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was{}, with no "
-          + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
+          + "margin", e.getMessage(), String.format("%.1f", givenPeak / 1048576.0),
           String.format("%.1f", budget.bytes() / 1048576.0),
           givenPre.initConstants() > 0 ? " (its initializer Fills kept from folding)" : "");
       asGiven = true;
@@ -365,7 +365,7 @@ public final class Lms {
       }
     }
     if (!asGiven && !plan.needed() && scheduled == null && pre.changed()
-        && budget.fits(before)) {
+        && budget.fits(givenPeak)) {
       // the graph as given fits: LMS is not necessary, and the graph is left as it was
       LOG.info("[LMS][0] The graph fits as given: the rewrites before planning are not kept");
       asGiven = true;
@@ -375,7 +375,7 @@ public final class Lms {
       model = givenModel;
       pre = givenPre;
       scheduled = null;
-      plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), before);
+      plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), givenPeak);
     }
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;

@@ -4,6 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.google.protobuf.ByteString;
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.MemorySimulator;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.List;
@@ -134,10 +138,15 @@ class InitConstantsTest {
         .addNode(node("fill3", "Fill", "x", "zero"))
         .addNode(node("fill4", "Fill", "dims", "x"))
         .addNode(node("fill5", "Fill", "dims", "zero:1"))
+        // a large Fill of Consts that neither the step nor an initializer runs: nothing holds it
+        .addNode(node("orphan", "Fill", "dims", "zero"))
+        .addNode(node("orphan_zeros", "ZerosLike", "orphan"))
         .build();
     InitConstants.Result r = InitConstants.rewrite(gd, Set.of("read:0", "^train"));
     assertThat(r.fills()).containsExactly("fill");
     assertThat(r.bytes()).isEqualTo(4 * MIB);
+    assertThat(InitConstants.held(gd, Set.of("read:0", "^train"))).containsExactly(
+        Map.entry("fill", 4 * MIB));
     Map<String, NodeDef> after = TfTests.nodes(r.graphDef());
     assertThat(after.get("fill").getInputList()).containsExactly("dims", "fill/lms_nofold");
     assertThat(after.get("fill/lms_nofold").getInputList()).containsExactly("zero:0");
@@ -149,6 +158,44 @@ class InitConstantsTest {
     // with the step unknown, or an init Fill the step also runs, nothing changes
     assertThat(InitConstants.rewrite(gd, Set.of()).changed()).isFalse();
     assertThat(InitConstants.rewrite(gd, Set.of("train", "init")).changed()).isFalse();
+  }
+
+  /**
+   * The graph model counts the constant init's executor would hold as resident: SlotNet's 2 MiB
+   * momentum slot Fill is a {@code Const} op {@code <fill>/lms_held} with no consumers in the
+   * step's model, which raises the simulated peak by exactly its bytes; once the Fill is kept
+   * from folding, the model holds no such op.
+   */
+  @Test
+  void theModelHoldsTheConstantInitWouldFold() {
+    TrainingGraph tg = SlotNet.build(512, 1024, 512);
+    Set<String> runOps = tg.manifest().runOps();
+    assertThat(InitConstants.held(tg.graphDef(), runOps)).containsExactly(
+        Map.entry("w0_momentum_init/Fill", 2 * MIB));
+    DataflowGraph given = model(tg.graphDef(), tg);
+    Op held = given.opOrThrow("w0_momentum_init/Fill" + InitConstants.HELD_SUFFIX);
+    assertThat(held.type()).isEqualTo("Const");
+    assertThat(held.inputs()).isEmpty();
+    assertThat(held.outputs()).singleElement().satisfies(t -> assertThat(t.bytes())
+        .isEqualTo(2 * MIB));
+    assertThat(MemorySimulator.isPinned(held)).isTrue();
+    assertThat(given.consumerCount(new TensorId(held.id(), 0))).isZero();
+
+    GraphDef rewritten = InitConstants.rewrite(tg.graphDef(), runOps).graphDef();
+    assertThat(InitConstants.held(rewritten, runOps)).isEmpty();
+    DataflowGraph kept = model(rewritten, tg);
+    assertThat(kept.op("w0_momentum_init/Fill" + InitConstants.HELD_SUFFIX)).isEmpty();
+    assertThat(kept.size()).isEqualTo(given.size() - 1);
+    assertThat(peak(given) - peak(kept)).isEqualTo(2 * MIB);
+  }
+
+  private static DataflowGraph model(GraphDef gd, TrainingGraph tg) {
+    return GraphImporter.importGraph(gd, tg.manifest().feedShapes(), -1,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+  }
+
+  private static long peak(DataflowGraph g) {
+    return MemorySimulator.simulate(g, g.topologicalOrder()).peakBytes();
   }
 
   /** Dims as int_val, int64_val or tensor_content, int32 or int64; unreadable ones give -1. */
