@@ -114,7 +114,7 @@ public final class Acceptance {
     } catch (PlanningException e) {
       row.put("planner", "refused").put("no_probe", "refused").put("refusal", e.getMessage());
     }
-    Probe.Outcome o = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
+    Probe.Outcome o = Probe.closeLoop(tg, lms,
         Probe.Options.of(budget, ratio));
     row.put("probe", o.verdict().name().toLowerCase(Locale.ROOT)).put("replans", o.replans())
         .put("probes", o.attempts().size());

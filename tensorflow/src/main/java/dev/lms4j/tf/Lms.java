@@ -148,6 +148,31 @@ public final class Lms {
     return source.copy().scratch(byOpName).build();
   }
 
+  /**
+   * The same configuration in another mode: how a probe tries the other planners' plans when
+   * this mode's plan ran out of memory ({@code dev.lms4j.tf.run.Probe}).
+   *
+   * @param m the mode
+   * @return a new instance; this one is unchanged
+   */
+  public Lms withMode(LmsMode m) {
+    return source.copy().mode(m).build();
+  }
+
+  /**
+   * The modes whose plans a probe tries, at the same budget, when this mode's plan runs out of
+   * memory: {@code auto} must reach what each user-facing planner reaches ({@code tflms},
+   * {@code swap}, {@code remat}), and {@code swap} what {@code tflms} reaches; none for the
+   * other modes, whose plans the user chose.
+   */
+  public List<LmsMode> alternatives() {
+    return switch (mode) {
+      case AUTO -> List.of(LmsMode.TFLMS, LmsMode.SWAP, LmsMode.REMAT);
+      case SWAP -> List.of(LmsMode.TFLMS);
+      default -> List.of();
+    };
+  }
+
   /** The mode this instance plans in (the default resolved). */
   public LmsMode mode() {
     return mode;

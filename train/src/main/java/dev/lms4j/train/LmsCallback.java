@@ -184,7 +184,7 @@ public final class LmsCallback implements Callback {
     TrainingGraph tg = new TrainingGraph(graphDef, manifest);
     long budget = lms.budget().bytes();
     if (probing && budget > 0 && lms.mode() != LmsMode.OFF && Probe.canRunAlone(graphDef)) {
-      probe = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
+      probe = Probe.closeLoop(tg, lms,
           Probe.Options.of(budget, lms.budget().memRatio()));
       LOG.info("LMS probe: {} ({} tries, {} re-plans): {}", probe.verdict(),
           probe.attempts().size(), probe.replans(), probe.message());

@@ -1,6 +1,7 @@
 package dev.lms4j.tf.run;
 
 import dev.lms4j.core.plan.Budget;
+import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningContext;
 import dev.lms4j.core.plan.PlanningException;
@@ -11,6 +12,7 @@ import dev.lms4j.core.plan.TensorPolicy;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
+import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import java.io.IOException;
@@ -203,6 +205,42 @@ public final class Probe {
    * @throws UncheckedIOException when a worker cannot be started
    */
   public static Outcome closeLoop(TrainingGraph tg, Planner planner, Options o) {
+    return closeLoop(tg, planner, List.of(), o);
+  }
+
+  /**
+   * {@link #closeLoop(TrainingGraph, Planner, List, Options)} with {@code lms}'s plans, and the
+   * plans of its {@link Lms#alternatives() alternative modes} when its first plan runs out of
+   * memory: how {@code run}, {@code train} and the {@code Trainer}'s LMS callback probe.
+   *
+   * @param tg  the unmodified training graph
+   * @param lms the configuration (its budget is replaced by each try's)
+   * @param o   budget, first ratio, tries
+   * @return the outcome; never throws for OOM, a refusal or a crashed probe
+   */
+  public static Outcome closeLoop(TrainingGraph tg, Lms lms, Options o) {
+    List<Planner> others = new ArrayList<>();
+    for (LmsMode m : lms.alternatives()) {
+      Lms other = lms.withMode(m);
+      others.add(b -> other.withBudget(b).rewrite(tg));
+    }
+    return closeLoop(tg, b -> lms.withBudget(b).rewrite(tg), others, o);
+  }
+
+  /**
+   * As {@link #closeLoop(TrainingGraph, Planner, Options)}; when the first plan runs out of
+   * memory, the {@code alternatives}' plans for the same budget and ratio (other modes: the
+   * model's miss is often one planner's, not the budget's) are probed first, the one predicted
+   * fastest first, before the planning limit is lowered. Each one probed counts as a re-plan.
+   *
+   * @param tg           the unmodified training graph
+   * @param planner      plans for a budget
+   * @param alternatives other planners tried at the first plan's budget when it fails
+   * @param o            budget, first ratio, tries
+   * @return the outcome; never throws for OOM, a refusal or a crashed probe
+   */
+  public static Outcome closeLoop(TrainingGraph tg, Planner planner, List<Planner> alternatives,
+      Options o) {
     List<Attempt> attempts = new ArrayList<>();
     long budget = o.budgetBytes();
     double ratio = o.memRatio();
@@ -242,6 +280,21 @@ public final class Probe {
             "the probe of the plan failed: " + a.error());
       }
       largestFailed = Math.max(largestFailed, a.failedAllocationBytes());
+      if (t == 1 && !alternatives.isEmpty()) {
+        int before = attempts.size();
+        LmsResult other = alternative(tg, plan, alternatives, new Budget(budget, ratio),
+            attempts, o);
+        replans += attempts.size() - before;
+        if (other != null) {
+          Attempt ok = attempts.get(attempts.size() - 1);
+          return new Outcome(Verdict.REPLANNED, other, attempts, replans, -1, String.format(
+              Locale.ROOT, "the %s plan (predicted peak %s) ran under %d MiB with a traced peak "
+                  + "of %s, where %s ran out of memory", other.planner(),
+              mib(ok.predictedPeakBytes()), Budget.mib(budget), mib(ok.measuredPeakBytes()),
+              plan.planner() == null ? "the graph as given" : "the " + plan.planner()
+                  + " plan"));
+        }
+      }
       if (t == o.tries()) {
         break;
       }
@@ -294,6 +347,46 @@ public final class Probe {
     }
     return unmodifiedOrRefuse(tg, planner, o, attempts, replans, null,
         new Failed(last, largestFailed));
+  }
+
+  /**
+   * Plans with each alternative at {@code b} and probes the rewritten graphs not yet probed (the
+   * graph as given is left to the end's probe of the unmodified graph), the one predicted fastest
+   * first; adds each probe to {@code attempts}.
+   *
+   * @return the first plan that passed, or null
+   */
+  private static LmsResult alternative(TrainingGraph tg, LmsResult failed,
+      List<Planner> alternatives, Budget b, List<Attempt> attempts, Options o) {
+    List<LmsResult> plans = new ArrayList<>();
+    List<GraphDef> seen = new ArrayList<>(List.of(failed.graphDef()));
+    for (Planner p : alternatives) {
+      try {
+        LmsResult r = p.plan(b);
+        if ((r.rewritten() || r.scheduling() != null) && !seen.contains(r.graphDef())) {
+          seen.add(r.graphDef());
+          plans.add(r);
+        }
+      } catch (PlanningException e) {
+        LOG.debug("[LMS][probe] An alternative planner refuses: {}", e.getMessage());
+      }
+    }
+    plans.sort(java.util.Comparator.comparingDouble(
+        r -> r.memoryPlan().estimate().stepMsAfter()));
+    if (!plans.isEmpty()) {
+      LOG.info("[LMS][probe] The {} plan ran out of memory; probing the plans of {} at the same "
+          + "budget first", failed.planner() == null ? "first" : failed.planner(),
+          plans.stream().map(LmsResult::planner).toList());
+    }
+    for (LmsResult r : plans) {
+      Attempt a = probe(tg, r.graphDef(), attempts.size() + 1, "plan", r.planner(),
+          b.memRatio(), r.predictedPeakAfter(), o);
+      attempts.add(a);
+      if (a.passed(o.budgetBytes())) {
+        return r;
+      }
+    }
+    return null;
   }
 
   /** The last plan that failed its probe, and the largest allocation that failed. */
