@@ -31,8 +31,8 @@ import org.tensorflow.proto.RewriterConfig;
 
 /**
  * Closes the loop between a plan and the real allocator: before training goes on, the accepted
- * plan's first step (the init op and one traced step) runs as a probe in a worker JVM whose
- * TensorFlow allocator is limited to the budget ({@link BudgetedRunner}). When the probe runs out
+ * plan's first steps (the init op and two steps, the second traced) run as a probe in a worker
+ * JVM whose TensorFlow allocator is limited to the budget ({@link BudgetedRunner}). When the probe runs out
  * of memory (or its traced peak exceeds the budget), the graph is planned again at a lower
  * planning limit, lowered by what was measured (the size of the allocation that failed, parsed
  * from the allocator's message, or the measured overshoot), at most {@link Options#tries()}
@@ -67,6 +67,12 @@ public final class Probe {
   private static final double MIN_STEP = 0.02;
   /** Halvings of the re-plan step where a lowered limit leaves no plan, at most. */
   private static final int BACK_OFFS = 2;
+  /**
+   * Steps a probe runs after init, the last one traced: the second step can need more than the
+   * first (measured: the corpus encoder with the framework's Adam at 138 MiB passed init and one
+   * step, then ran out of memory in the second step's SoftmaxCrossEntropyWithLogits).
+   */
+  private static final int STEPS = 2;
   /** Probes that check (and raise) a refusal's smallest budget, at most. */
   private static final int CHECKS = 3;
 
@@ -422,7 +428,8 @@ public final class Probe {
     if (u != null) {
       largest = Math.max(largest, u.failedAllocationBytes());
     }
-    RunResult free = run(tg, measure, BudgetedRunner.Options.of(0, 1).withTimeout(o.timeout()));
+    RunResult free = run(tg, measure,
+        BudgetedRunner.Options.of(0, STEPS).withTimeout(o.timeout()));
     long smallest;
     String how;
     if (free.fits() && free.peakBytes() > 0) {
@@ -453,12 +460,12 @@ public final class Probe {
     if (!checked && free.fits()) {
       // the budget itself did not work: the smallest one that could is above it
       needMib = Math.max(needMib, Budget.mib(budget) + 1);
-      // check the estimate (the same graph, init and one step, at that budget); when it runs out
+      // check the estimate (the same graph, init and two steps, at that budget); when it runs out
       // of memory, raise it by the failed allocation (at least 1/8) and check again, 3 checks
       List<Long> failedAt = new ArrayList<>();
       String note = null;
       for (int k = 0; k < CHECKS && note == null; k++) {
-        RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, 1,
+        RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, STEPS,
             o.seed(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
         LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
             check.fits() ? "trains" : "does not train");
@@ -504,18 +511,18 @@ public final class Probe {
     } catch (PlanningException e) {
       return "the planner refuses " + mib + " MiB too";
     }
-    RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, 1, o.seed(), true,
-        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, STEPS, o.seed(),
+        true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
     LOG.info("[LMS][probe] A plan for the planner's estimate, {} MiB: {}", mib,
         r.fits() ? "trains" : "does not train");
     return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
         : "failed: " + r.error());
   }
 
-  /** Probes one graph: init and one traced step under the budget, in a worker JVM. */
+  /** Probes one graph: init and two steps, the second traced, under the budget, in a worker JVM. */
   private static Attempt probe(TrainingGraph tg, GraphDef gd, int number, String graph,
       String planner, double ratio, long predicted, Options o) {
-    RunResult r = run(tg, gd, new BudgetedRunner.Options(o.budgetBytes(), 1, o.seed(), true,
+    RunResult r = run(tg, gd, new BudgetedRunner.Options(o.budgetBytes(), STEPS, o.seed(), true,
         RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
     long failed = r.oom() ? failedAllocation(r.error()) : -1;
     Attempt a = new Attempt(number, graph, planner, ratio, predicted, r.fits(), r.oom(),
