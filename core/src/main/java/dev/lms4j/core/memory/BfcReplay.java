@@ -23,6 +23,15 @@ import java.util.TreeSet;
  * {@link MemorySimulator} keeps ({@link BufferRefs}). Sizes are rounded to the allocator's 256
  * bytes.
  *
+ * <p>Unlike {@link MemorySimulator}, the replay lets element-wise kernels reuse an input's
+ * buffer in place when they are its last reader ({@link BufferAliases#inPlaceCandidates}), as
+ * TensorFlow's do: in a traced step of an unrolled GRU (corpus {@code gru}) every running
+ * gradient accumulation ({@code AddV2}), {@code AddN}, {@code Sigmoid}, {@code Tanh}, their
+ * gradients and most {@code Mul}s allocated nothing. Without it the replay asks for a new
+ * chunk per accumulated partial gradient while the sum and the partial are alive, and predicts
+ * the smallest budget of one plan too high and of another too low (fragmentation between
+ * 640 KiB chunks decides which).
+ *
  * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
  * folding), the order of allocations inside a kernel, and the executor's own order (the caller
  * passes the order to replay).
@@ -50,7 +59,7 @@ public final class BfcReplay {
   /** Replays {@code order} (a topological order of all of {@code g}'s ops) under {@code limit}. */
   public static Result replay(DataflowGraph g, int[] order, long limit) {
     Bfc bfc = new Bfc(limit);
-    BufferRefs refs = BufferRefs.of(g);
+    BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
     for (Op op : g.ops()) {
       chunk[op.id()] = new long[op.outputs().size()];
@@ -70,6 +79,7 @@ public final class BfcReplay {
     for (int v : order) {
       Op op = g.op(v);
       int outs = op.outputs().size();
+      refs.forward(op);
       for (int i = 0; i < outs; i++) {
         long bytes = op.output(i).bytes();
         if (refs.allocates(v, i) && bytes > 0) {
