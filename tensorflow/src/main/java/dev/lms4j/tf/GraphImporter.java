@@ -58,7 +58,9 @@ public final class GraphImporter {
    * As {@link #importGraph(GraphDef, Map, int, String)}, keeping only the ops a step runs: the
    * ancestors (through data and control edges) of {@code runOps}, e.g. the loss and the train op.
    * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
-   * An empty {@code runOps} keeps every op.
+   * The constants the init run leaves folded and held for the session
+   * ({@link InitHeldConstants}) are added as resident {@code Const}s without inputs, under the
+   * initializer's name. An empty {@code runOps} keeps every op.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
@@ -88,6 +90,11 @@ public final class GraphImporter {
           outs.add(resources.adjust(n, i, tensor(op, i, batchSize)));
         }
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
+      }
+      if (keep != null) {
+        // what init leaves folded and held for the session: resident for every step
+        InitHeldConstants.of(shaped.getNodeList(), keep, g::operation).forEach((name, bytes) ->
+            b.op(name, "Const", OpCategory.FORWARD, List.of(), Tensor.ofBytes(bytes)));
       }
     }
     return b.build();
