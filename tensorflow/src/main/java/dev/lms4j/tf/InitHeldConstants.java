@@ -31,6 +31,8 @@ import org.tensorflow.proto.NodeDef;
 final class InitHeldConstants {
   /** The graph optimizer's default limit on a folded constant: 10 MiB. */
   static final long MAX_FOLDED_BYTES = 10L << 20;
+  /** Held constants under 1 KiB (scalars, shape vectors, small biases) are left out. */
+  static final long MIN_BYTES = 1L << 10;
   private static final Set<String> FOLDED = Set.of("Fill", "ZerosLike", "OnesLike", "Const");
 
   private InitHeldConstants() {}
@@ -38,7 +40,7 @@ final class InitHeldConstants {
   /**
    * The nodes outside {@code step} that an initializer assigns from (ancestors of an
    * {@code Assign*} op outside the step) and that TensorFlow folds into a held constant, in graph
-   * order.
+   * order; those under {@link #MIN_BYTES} are left out.
    *
    * @param nodes the graph's nodes
    * @param step  the names of the ops a step runs
@@ -83,7 +85,7 @@ final class InitHeldConstants {
       long bytes = shape.size() * GraphImporter.dtypeSize(op.output(0).dataType());
       boolean rewired = n.getOp().equals("Fill") && n.getInputCount() >= 2
           && n.getInput(1).endsWith(InitConstants.SUFFIX);
-      if (bytes > 0 && (bytes <= MAX_FOLDED_BYTES || !rewired)) {
+      if (bytes >= MIN_BYTES && (bytes <= MAX_FOLDED_BYTES || !rewired)) {
         held.put(n.getName(), bytes);
       }
     }

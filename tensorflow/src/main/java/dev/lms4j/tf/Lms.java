@@ -268,10 +268,9 @@ public final class Lms {
           gd = r.graphDef();
           fills = r.fills().size();
           fillBytes = r.bytes();
-          if (runOps.isEmpty()) {
-            // the model holds every op, the init's among them
-            model = importModel(gd, feedShapes, runOps);
-          }
+          // the model holds every op (no run ops), or the constants init leaves held
+          // (InitHeldConstants), which this rewrite frees
+          model = importModel(gd, feedShapes, runOps);
           LOG.info("[LMS][0] Before planning: {} initializer Fills ({} MiB) kept from constant "
               + "folding, so the init run's executor does not hold them as constants",
               fills, String.format("%.1f", fillBytes / 1048576.0));
@@ -335,7 +334,9 @@ public final class Lms {
       }
       plan = mode.plan(model, ctx);
     } catch (PlanningException e) {
-      if (!budget.isSet() || before > budget.bytes()) {
+      // the graph as given, with the initializer Fills kept from folding where that was done
+      long givenPeak = givenPre.initConstants() > 0 ? givenPre.peakAfter() : before;
+      if (!budget.isSet() || givenPeak > budget.bytes()) {
         throw e;
       }
       if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes())) {
@@ -349,7 +350,7 @@ public final class Lms {
       // TensorFlow may well train it; it is left as it was (run and train probe it first)
       LOG.warn("[LMS][0] No plan keeps the memory ratio's margin ({}), but the graph as given "
           + "is predicted to fit the whole budget ({} of {} MiB): it is left as it was{}, with no "
-          + "margin", e.getMessage(), String.format("%.1f", before / 1048576.0),
+          + "margin", e.getMessage(), String.format("%.1f", givenPeak / 1048576.0),
           String.format("%.1f", budget.bytes() / 1048576.0),
           givenPre.initConstants() > 0 ? " (its initializer Fills kept from folding)" : "");
       asGiven = true;
