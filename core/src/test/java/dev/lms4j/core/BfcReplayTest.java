@@ -110,6 +110,28 @@ class BfcReplayTest {
     assertThat(BfcReplay.replay(g, order, 1024 * MIB).peakInUse()).isEqualTo(8 * MIB + 64 * KIB);
   }
 
+  /**
+   * A constant TensorFlow holds outside the step ({@link BfcReplay#HELD}, persistent): the
+   * simulator counts x and a (2 MiB), the replay the held 1 MiB as well, allocated first: the
+   * 2 MiB region holds it and x, a needs a region of its own (4 MiB, the next size).
+   */
+  @Test
+  void constantsHeldOutsideTheStepCountForTheReplayOnly() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(1 * MIB))
+        .op("slot_fill", BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+            Tensor.persistent(1 * MIB))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(2 * MIB);
+    BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
+    assertThat(r.peakInUse()).isEqualTo(3 * MIB);
+    assertThat(r.regionBytes()).isEqualTo(6 * MIB);
+    assertThat(BfcReplay.replay(g, order, 3 * MIB).fits()).isTrue();
+    assertThat(BfcReplay.replay(g, order, 3 * MIB - 256).failedOp()).isEqualTo("a");
+  }
+
   private static DataflowGraph runningSum(boolean keep) {
     var b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB));

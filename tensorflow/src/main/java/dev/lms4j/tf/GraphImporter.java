@@ -5,6 +5,7 @@ import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.memory.BfcReplay;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -59,8 +60,11 @@ public final class GraphImporter {
    * ancestors (through data and control edges) of {@code runOps}, e.g. the loss and the train op.
    * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
    * The constants the init run leaves folded and held for the session
-   * ({@link InitHeldConstants}) are added as resident {@code Const}s without inputs, under the
-   * initializer's name. An empty {@code runOps} keeps every op.
+   * ({@link InitHeldConstants}) are added as ops of type {@link BfcReplay#HELD} without inputs,
+   * under the initializer's name, with a persistent output: the allocator replay allocates them
+   * before the step, the simulator and the planners count nothing for them (the simulator's
+   * conservative parts, the floor's working sets, already cover more than they hold). An empty
+   * {@code runOps} keeps every op.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
@@ -94,7 +98,8 @@ public final class GraphImporter {
       if (keep != null) {
         // what init leaves folded and held for the session: resident for every step
         InitHeldConstants.of(shaped.getNodeList(), keep, g::operation).forEach((name, bytes) ->
-            b.op(name, "Const", OpCategory.FORWARD, List.of(), Tensor.ofBytes(bytes)));
+            b.op(name, BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+                Tensor.persistent(bytes)));
       }
     }
     return b.build();

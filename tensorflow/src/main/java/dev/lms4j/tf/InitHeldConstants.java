@@ -18,15 +18,18 @@ import org.tensorflow.proto.NodeDef;
  * executor cached: every training step has that much less memory. Measured on the corpus's GRU
  * (tensorflow-framework's RMSProp fills its rms and momentum slots with
  * {@code Fill(Shape(var), Cast(Const))}): 1.9 MiB were in use before the init run assigned the
- * first random weight, named {@code RMSProp_3/_2__cf__2}; the graph model without them predicted
- * the smallest budgets of swap plans 2 MiB low.
+ * first random weight, named {@code RMSProp_3/_2__cf__2}, a sixth of the smallest budget
+ * (12 MiB) at which tflms trains it.
  *
  * <p>TensorFlow's graph optimizer folds any such result up to 10 MiB
  * ({@code max_folded_constant_in_bytes}), even through the {@code PlaceholderWithDefault} that
  * {@link InitConstants} puts in (measured: a 640 KiB {@code Fill(Const, PlaceholderWithDefault(
  * Const))} was held); grappler folds larger uniform Fills, unless {@link InitConstants} rewired
- * them. {@link GraphImporter} adds what this class finds to the model of a step as resident
- * constants (they allocate once, before the step, and never move).
+ * them. {@link GraphImporter} adds what this class finds to the model of a step as ops of type
+ * {@code BfcReplay.HELD}: the allocator replay allocates them first, as TensorFlow did; the
+ * simulator and the planners count nothing for them. (Counted by the planners too, swap and
+ * tflms reached 10 MiB on that GRU instead of 14 and 12, but the corpus encoder, whose model
+ * errs high elsewhere, was refused below about 103 MiB where it trains at 85.)
  */
 final class InitHeldConstants {
   /** The graph optimizer's default limit on a folded constant: 10 MiB. */

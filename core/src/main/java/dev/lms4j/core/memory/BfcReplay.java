@@ -16,8 +16,9 @@ import java.util.TreeSet;
  * {@code allow_growth}: the first is 2 MiB, each later one twice the size of the one before
  * (or as large as the request needs), never more than what is left under the limit.
  *
- * <p>What is allocated, in this order: resident tensors (variables, constants, feeds) in op
- * order, as {@code init} and the first step create them; then per op of {@code order} its
+ * <p>What is allocated, in this order: the constants TensorFlow holds outside the step (ops of
+ * type {@link #HELD}), resident tensors (variables, constants, feeds) in op order, as
+ * {@code init} and the first step create them; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
  * and the inputs and outputs nobody reads any more are freed, with the reference counts
  * {@link MemorySimulator} keeps ({@link BufferRefs}). Sizes are rounded to the allocator's 256
@@ -37,6 +38,13 @@ import java.util.TreeSet;
  * passes the order to replay).
  */
 public final class BfcReplay {
+  /**
+   * The op type of a constant TensorFlow holds for the whole session outside the step (an
+   * initializer folded by the init run): its output is persistent, so the simulator and the
+   * planners count nothing for it, and the replay allocates it before the resident tensors.
+   */
+  public static final String HELD = "InitHeldConst";
+
   private static final long MIN_ALLOCATION = 256;
   private static final long FIRST_REGION = 2L << 20;
   private static final long MAX_INTERNAL_FRAGMENTATION = 128L << 20;
@@ -61,12 +69,16 @@ public final class BfcReplay {
     Bfc bfc = new Bfc(limit);
     BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
-    for (Op op : g.ops()) {
-      chunk[op.id()] = new long[op.outputs().size()];
-      if (MemorySimulator.isPinned(op)) {
-        for (Tensor t : op.outputs()) {
-          if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
-            return bfc.failed(op.name(), t.bytes());
+    // the constants held outside the step first (the init runs built them before they assigned
+    // any variable), then the resident tensors
+    for (boolean held : new boolean[] {true, false}) {
+      for (Op op : g.ops()) {
+        chunk[op.id()] = new long[op.outputs().size()];
+        if (held ? HELD.equals(op.type()) : MemorySimulator.isPinned(op)) {
+          for (Tensor t : op.outputs()) {
+            if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
+              return bfc.failed(op.name(), t.bytes());
+            }
           }
         }
       }
