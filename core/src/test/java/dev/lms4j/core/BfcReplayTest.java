@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Test;
 /** The BFC allocator's regions and unsplit chunks, which the sum of live bytes misses. */
 class BfcReplayTest {
   private static final long MIB = 1 << 20;
+  private static final long KIB = 1 << 10;
 
   /**
    * A 40 MiB variable gets a 64 MiB region (regions double from 2 MiB until the request fits)
@@ -39,15 +40,18 @@ class BfcReplayTest {
     assertThat(BfcReplay.smallestMib(g, order, 80)).isEqualTo(-1);
   }
 
-  /** Freed chunks coalesce and are reused: a chain of equal activations needs two of them. */
+  /**
+   * Freed chunks coalesce and are reused: a chain of equal activations needs two of them (the
+   * ops are matmuls, which never write into their input).
+   */
   @Test
   void freedChunksAreReused() {
     DataflowGraph g = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
-        .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(8 * MIB))
-        .op("b", "Relu", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(8 * MIB))
-        .op("c", "Relu", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(8 * MIB))
-        .op("d", "Relu", OpCategory.FORWARD, List.of("c"), Tensor.ofBytes(8 * MIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(8 * MIB))
+        .op("b", "MatMul", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(8 * MIB))
+        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(8 * MIB))
+        .op("d", "MatMul", OpCategory.FORWARD, List.of("c"), Tensor.ofBytes(8 * MIB))
         .build();
     int[] order = Levels.of(g).schedule();
     BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
@@ -56,5 +60,103 @@ class BfcReplayTest {
     // (a: the region size doubles until a fits), 8 MiB (b); c and d reuse a's and b's chunks
     assertThat(r.regionBytes()).isEqualTo(18 * MIB);
     assertThat(r.peakInUse()).isEqualTo(17 * MIB);
+  }
+
+  /**
+   * A running gradient sum, {@code acc_i = AddV2(acc_(i-1), g_i)} over 4 MiB partials, as the
+   * rewrite of an unrolled RNN's {@code AddN} makes it: TensorFlow's {@code AddV2} writes into the
+   * old sum's buffer (its last reader), so a step holds the sum and one partial, 8 MiB. The sum of
+   * live bytes (the simulator, which takes no reuse) counts a third 4 MiB for each new sum.
+   * Regions: 2 MiB (x), 4 MiB (g0 whole), then what is left: under 10 MiB a 4 MiB region holds
+   * g1, g2 and g3 in turn; 9 MiB leaves 3 MiB, too small. Without reuse each AddV2 would need a
+   * third 4 MiB chunk while g and the sum are alive: 14 MiB.
+   */
+  @Test
+  void aRunningSumReusesItsBufferInPlace() {
+    DataflowGraph g = runningSum(false);
+    int[] order = Levels.of(g).schedule();
+    assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(12 * MIB + 64 * KIB);
+    BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
+    assertThat(r.peakInUse()).isEqualTo(8 * MIB + 64 * KIB);
+    assertThat(BfcReplay.smallestMib(g, order, 1024)).isEqualTo(10);
+    assertThat(BfcReplay.replay(g, order, 9 * MIB).failedOp()).isEqualTo("g1");
+  }
+
+  /**
+   * Reuse needs the op to be the buffer's last reader: when every partial and the first two sums
+   * are read again at the end ({@code keep}), no {@code AddV2} may write into an input, each new sum
+   * is a chunk of its own, and the replay needs what the live bytes say plus the regions.
+   */
+  @Test
+  void aBufferStillReadLaterIsNotReused() {
+    DataflowGraph g = runningSum(true);
+    int[] order = Levels.of(g).schedule();
+    BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
+    assertThat(r.peakInUse()).isEqualTo(MemorySimulator.simulate(g, order).peakBytes());
+    assertThat(BfcReplay.smallestMib(g, order, 1024)).isGreaterThan(10);
+  }
+
+  /** An op reading the same buffer twice ({@code Mul(a, a)}) never writes into it. */
+  @Test
+  void aBufferReadTwiceByTheOpIsNotReused() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(4 * MIB))
+        .op("sq", "Mul", OpCategory.FORWARD, List.of("a", "a"), Tensor.ofBytes(4 * MIB))
+        .op("r", "Relu", OpCategory.FORWARD, List.of("sq"), Tensor.ofBytes(4 * MIB))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    // a and sq are both alive while sq runs (8 MiB); r then writes into sq's buffer
+    assertThat(BfcReplay.replay(g, order, 1024 * MIB).peakInUse()).isEqualTo(8 * MIB + 64 * KIB);
+  }
+
+  /**
+   * A constant TensorFlow holds outside the step ({@link BfcReplay#HELD}, persistent): the
+   * simulator counts x and a (2 MiB), the replay the held 1 MiB as well, allocated first: the
+   * 2 MiB region holds it and x, a needs a region of its own (4 MiB, the next size).
+   */
+  @Test
+  void constantsHeldOutsideTheStepCountForTheReplayOnly() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(1 * MIB))
+        .op("slot_fill", BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+            Tensor.persistent(1 * MIB))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(2 * MIB);
+    BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
+    assertThat(r.peakInUse()).isEqualTo(3 * MIB);
+    assertThat(r.regionBytes()).isEqualTo(6 * MIB);
+    assertThat(BfcReplay.replay(g, order, 3 * MIB).fits()).isTrue();
+    assertThat(BfcReplay.replay(g, order, 3 * MIB - 256).failedOp()).isEqualTo("a");
+  }
+
+  private static DataflowGraph runningSum(boolean keep) {
+    var b = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB));
+    String acc = null;
+    for (int i = 0; i < 4; i++) {
+      // each partial waits for the sum before it, as backprop orders them
+      b.op("g" + i, "MatMul", OpCategory.BACKWARD, acc == null ? List.of("x")
+          : List.of("x", "^" + acc), Tensor.ofBytes(4 * MIB));
+      if (acc == null) {
+        acc = "g0";
+      } else {
+        String sum = "acc" + i;
+        b.op(sum, "AddV2", OpCategory.BACKWARD, List.of(acc, "g" + i), Tensor.ofBytes(4 * MIB));
+        acc = sum;
+      }
+    }
+    List<String> end = new java.util.ArrayList<>(List.of(acc));
+    if (keep) {
+      for (int i = 0; i < 4; i++) {
+        end.add("g" + i);
+      }
+      end.add("acc1");
+      end.add("acc2");
+    }
+    b.op("update", "AddN", OpCategory.OPTIMIZER, end, Tensor.ofBytes(0));
+    return b.build();
   }
 }

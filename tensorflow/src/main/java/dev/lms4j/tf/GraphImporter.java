@@ -5,6 +5,7 @@ import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.memory.BfcReplay;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -58,9 +59,12 @@ public final class GraphImporter {
    * As {@link #importGraph(GraphDef, Map, int, String)}, keeping only the ops a step runs: the
    * ancestors (through data and control edges) of {@code runOps}, e.g. the loss and the train op.
    * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
-   * An empty {@code runOps} keeps every op. With run ops, the initializer constants grappler
-   * folds and the init run's executor then holds for the session ({@link InitConstants#held})
-   * are added as resident {@code Const} ops named {@code <fill>/lms_held}, with no consumers.
+   * The constants the init run leaves folded and held for the session
+   * ({@link InitHeldConstants}) are added as ops of type {@link BfcReplay#HELD} without inputs,
+   * under the initializer's name, with a persistent output: the allocator replay allocates them
+   * before the step, the simulator and the planners count nothing for them (the simulator's
+   * conservative parts, the floor's working sets, already cover more than they hold). An empty
+   * {@code runOps} keeps every op.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
@@ -92,11 +96,10 @@ public final class GraphImporter {
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
       }
       if (keep != null) {
-        // what init's cached executor holds for the session: resident, like the step's Consts
-        InitConstants.held(shaped, runOps).forEach((name, bytes) ->
-            b.op(name + InitConstants.HELD_SUFFIX, "Const", OpCategory.FORWARD,
-                g.operation(name).device(), List.of(),
-                List.of(new Tensor("uint8", new long[] {bytes}, bytes, false))));
+        // what init leaves folded and held for the session: resident for every step
+        InitHeldConstants.of(shaped.getNodeList(), keep, g::operation).forEach((name, bytes) ->
+            b.op(name, BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+                Tensor.persistent(bytes)));
       }
     }
     return b.build();

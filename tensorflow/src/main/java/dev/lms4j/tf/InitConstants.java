@@ -48,23 +48,30 @@ import org.tensorflow.proto.TensorShapeProto;
  *
  * <p>Only Fills that initialise a variable (ancestors of an {@code Assign} or
  * {@code AssignVariableOp}) and that a training step does not run (not ancestors of the run ops
- * through data or control edges) are rewritten, whose dims and value are {@code Const} nodes, whose size is
- * known from the dims and at least {@link #MIN_BYTES}. With no run ops (the step unknown) the
- * graph is left alone. The rewrite is idempotent: a rewritten Fill's value is no longer a Const.
+ * through data or control edges) are rewritten, whose dims and value are {@code Const} nodes,
+ * whose size is known from the dims and more than 10 MiB ({@link #MIN_BYTES}). With no run ops
+ * (the step unknown) the graph is left alone. The rewrite is idempotent: a rewritten Fill's value
+ * is no longer a Const.
  *
  * <p>{@code ZerosLike} and {@code OnesLike} outside the step whose input has a fully known static
  * shape are folded and held the same way (measured: a 16 MiB slot initialised by
  * {@code ZerosLike} of its weight's random initial value raised the traced step peak by 16 MiB,
- * as the Fill did). Those of a float, double, int32 or int64 type and at least
- * {@link #MIN_BYTES} become a {@code Fill} of the same name: dims {@code <op>/lms_dims} (int64),
- * value {@code <op>/lms_value} through {@code <op>/lms_nofold}, with a control edge on the
- * input's op, which the original waited for (its value is not read, as folding did not read it).
+ * as the Fill did). Those of a float, double, int32 or int64 type and of more than 10 MiB
+ * ({@link #MIN_BYTES}) become a {@code Fill} of the same name: dims {@code <op>/lms_dims}
+ * (int64), value {@code <op>/lms_value} through {@code <op>/lms_nofold}, with a control edge on
+ * the input's op, which the original waited for (its value is not read, as folding did not read
+ * it).
  */
 public final class InitConstants {
   private static final Logger LOG = LoggerFactory.getLogger(InitConstants.class);
 
-  /** Fills smaller than this are not worth a node: 1 MiB. */
-  public static final long MIN_BYTES = 1L << 20;
+  /**
+   * Fills of at most this size are left: 10 MiB. TensorFlow's graph optimizer folds results up
+   * to 10 MiB even through the {@code PlaceholderWithDefault} this class puts in (measured: a
+   * 640 KiB Fill so rewired was still held; {@link InitHeldConstants}), so only larger ones,
+   * which grappler alone folds, are kept from folding by it.
+   */
+  public static final long MIN_BYTES = InitHeldConstants.MAX_FOLDED_BYTES + 1;
 
   /** The suffix of the inserted {@code PlaceholderWithDefault}: {@code <fill>/lms_nofold}. */
   public static final String SUFFIX = "/lms_nofold";
@@ -121,24 +128,6 @@ public final class InitConstants {
     public boolean changed() {
       return !fills.isEmpty();
     }
-  }
-
-  /** The suffix of the model op that stands for a held constant: {@code <fill>/lms_held}. */
-  public static final String HELD_SUFFIX = "/lms_held";
-
-  /**
-   * The initializer constants TensorFlow would hold for the session's life if {@code gd} ran as
-   * it is: the Fills (and ZerosLike/OnesLike) {@link #rewrite} would change, with their bytes.
-   * The graph model counts them as resident ({@link GraphImporter}): LeNet's 12.25 MiB momentum
-   * slot initializer, held in a 16 MiB chunk, is why TensorFlow needs 101 MiB where the live
-   * tensors of a step need 85.
-   *
-   * @param gd     the graph
-   * @param runOps what a step fetches and runs; empty: none are known (an empty map)
-   * @return each held constant's bytes by the name of the op grappler folds, in graph order
-   */
-  public static Map<String, Long> held(GraphDef gd, Collection<String> runOps) {
-    return rewrite(gd, runOps).sizes();
   }
 
   /**

@@ -1,6 +1,7 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.Tier;
@@ -279,8 +280,9 @@ public final class Lms {
     // what a fallback to the graph as given returns: the given graph with InitConstants applied
     GraphDef givenGd = gd;
     LmsResult.PreRewrites givenPre = LmsResult.PreRewrites.NONE;
-    // only when the graph as given does not fit: a graph that fits is left as it is
-    if (mode.plans() && !(budget.isSet() && budget.fits(before))) {
+    // only when the graph as given does not fit (a graph that fits is left as it is), counting
+    // the constants init leaves held, which the simulated peak leaves to the allocator's replay
+    if (mode.plans() && !(budget.isSet() && budget.fits(before + heldBytes(model)))) {
       List<String> targets = new ArrayList<>(runOps);
       if (targets.isEmpty() && trainOp != null) {
         targets.add(trainOp);
@@ -293,7 +295,8 @@ public final class Lms {
           gd = r.graphDef();
           fills = r.fills().size();
           fillBytes = r.bytes();
-          // the model held the folded constants (or, with no run ops, the init's ops)
+          // the model holds every op (no run ops), or the constants init leaves held
+          // (InitHeldConstants), which this rewrite frees
           model = importModel(gd, feedShapes, runOps);
           LOG.info("[LMS][0] Before planning: {} initializer Fills ({} MiB) kept from constant "
               + "folding, so the init run's executor does not hold them as constants",
@@ -412,6 +415,19 @@ public final class Lms {
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
+  }
+
+  /** The bytes of the constants init leaves held for the session ({@link BfcReplay#HELD} ops). */
+  private static long heldBytes(DataflowGraph model) {
+    long b = 0;
+    for (dev.lms4j.core.graph.Op op : model.ops()) {
+      if (BfcReplay.HELD.equals(op.type())) {
+        for (dev.lms4j.core.graph.Tensor t : op.outputs()) {
+          b += t.bytes();
+        }
+      }
+    }
+    return b;
   }
 
   /** True when the mode's plan depends on the budget (not sqrt, not TFLMS set by hand). */

@@ -26,7 +26,8 @@ import org.junit.jupiter.api.Test;
  * does not fit the whole budget, leaves the graph as given where only that fits, and never
  * refuses on its own. Graphs: a 40 MiB variable and a 30 MiB activation need 94 MiB of the BFC
  * allocator (a 64 MiB region for the variable, see {@code BfcReplayTest}); with a second 30 MiB
- * activation alive at once, 124 MiB.
+ * activation alive at once, 124 MiB (the ops are matmuls: an element-wise op would write into
+ * its input's buffer, which the replay models).
  */
 class AllocatorCheckTest {
   private static final long MIB = 1 << 20;
@@ -41,8 +42,8 @@ class AllocatorCheckTest {
   private static DataflowGraph large() {
     return DataflowGraph.builder()
         .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * MIB))
-        .op("a", "Relu", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(30 * MIB))
-        .op("b", "Relu", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(30 * MIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(30 * MIB))
+        .op("b", "MatMul", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(30 * MIB))
         .build();
   }
 

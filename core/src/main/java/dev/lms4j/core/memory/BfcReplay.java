@@ -16,18 +16,35 @@ import java.util.TreeSet;
  * {@code allow_growth}: the first is 2 MiB, each later one twice the size of the one before
  * (or as large as the request needs), never more than what is left under the limit.
  *
- * <p>What is allocated, in this order: resident tensors (variables, constants, feeds) in op
- * order, as {@code init} and the first step create them; then per op of {@code order} its
+ * <p>What is allocated, in this order: the constants TensorFlow holds outside the step (ops of
+ * type {@link #HELD}), resident tensors (variables, constants, feeds) in op order, as
+ * {@code init} and the first step create them; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
  * and the inputs and outputs nobody reads any more are freed, with the reference counts
  * {@link MemorySimulator} keeps ({@link BufferRefs}). Sizes are rounded to the allocator's 256
  * bytes.
+ *
+ * <p>Unlike {@link MemorySimulator}, the replay lets element-wise kernels reuse an input's
+ * buffer in place when they are its last reader ({@link BufferAliases#inPlaceCandidates}), as
+ * TensorFlow's do: in a traced step of an unrolled GRU (corpus {@code gru}) every running
+ * gradient accumulation ({@code AddV2}), {@code AddN}, {@code Sigmoid}, {@code Tanh}, their
+ * gradients and most {@code Mul}s allocated nothing. Without it the replay asks for a new
+ * chunk per accumulated partial gradient while the sum and the partial are alive, and predicts
+ * the smallest budget of one plan too high and of another too low (fragmentation between
+ * 640 KiB chunks decides which).
  *
  * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
  * folding), the order of allocations inside a kernel, and the executor's own order (the caller
  * passes the order to replay).
  */
 public final class BfcReplay {
+  /**
+   * The op type of a constant TensorFlow holds for the whole session outside the step (an
+   * initializer folded by the init run): its output is persistent, so the simulator and the
+   * planners count nothing for it, and the replay allocates it before the resident tensors.
+   */
+  public static final String HELD = "InitHeldConst";
+
   private static final long MIN_ALLOCATION = 256;
   private static final long FIRST_REGION = 2L << 20;
   private static final long MAX_INTERNAL_FRAGMENTATION = 128L << 20;
@@ -50,14 +67,18 @@ public final class BfcReplay {
   /** Replays {@code order} (a topological order of all of {@code g}'s ops) under {@code limit}. */
   public static Result replay(DataflowGraph g, int[] order, long limit) {
     Bfc bfc = new Bfc(limit);
-    BufferRefs refs = BufferRefs.of(g);
+    BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
-    for (Op op : g.ops()) {
-      chunk[op.id()] = new long[op.outputs().size()];
-      if (MemorySimulator.isPinned(op)) {
-        for (Tensor t : op.outputs()) {
-          if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
-            return bfc.failed(op.name(), t.bytes());
+    // the constants held outside the step first (the init runs built them before they assigned
+    // any variable), then the resident tensors
+    for (boolean held : new boolean[] {true, false}) {
+      for (Op op : g.ops()) {
+        chunk[op.id()] = new long[op.outputs().size()];
+        if (held ? HELD.equals(op.type()) : MemorySimulator.isPinned(op)) {
+          for (Tensor t : op.outputs()) {
+            if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
+              return bfc.failed(op.name(), t.bytes());
+            }
           }
         }
       }
@@ -70,6 +91,7 @@ public final class BfcReplay {
     for (int v : order) {
       Op op = g.op(v);
       int outs = op.outputs().size();
+      refs.forward(op);
       for (int i = 0; i < outs; i++) {
         long bytes = op.output(i).bytes();
         if (refs.allocates(v, i) && bytes > 0) {

@@ -38,6 +38,58 @@ public final class BufferAliases {
 
   private static final Set<String> TRANSPOSES = Set.of("Transpose", "ConjugateTranspose");
 
+  /** Element-wise kernels that reuse input 0's buffer for output 0 when they may. */
+  private static final Set<String> IN_PLACE_FIRST = Set.of(
+      // unary element-wise kernels
+      "Abs", "Ceil", "Cos", "Elu", "Erf", "Exp", "Expm1", "Floor", "Inv", "LeakyRelu", "Log",
+      "Log1p", "Neg", "Reciprocal", "Relu", "Relu6", "Round", "Rsqrt", "Selu", "Sigmoid", "Sign",
+      "Sin", "Softplus", "Softsign", "Sqrt", "Square", "Tanh",
+      // activation gradients: the incoming gradient's buffer only
+      "EluGrad", "LeakyReluGrad", "Relu6Grad", "ReluGrad", "SeluGrad", "SoftplusGrad",
+      "SoftsignGrad",
+      "BiasAdd");
+
+  /** Element-wise kernels that reuse input 0's or else input 1's buffer for output 0. */
+  private static final Set<String> IN_PLACE_EITHER = Set.of("Add", "AddV2", "Sub", "Mul",
+      "MulNoNan", "RealDiv", "Div", "DivNoNan", "Maximum", "Minimum", "SquaredDifference", "Pow",
+      "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad");
+
+  /**
+   * The inputs whose buffer {@code op}'s output 0 may take over at run time, in the order the
+   * kernel tries them; empty for kernels that always allocate. TensorFlow's element-wise kernels
+   * ({@code forward_input_or_allocate_output}) reuse an input's buffer when it has the output's
+   * size and type and nothing else holds it: the op is the buffer's last reader, reads it once,
+   * and it is no variable, constant or feed. Whether that holds depends on the order the step
+   * runs in, so {@link BufferRefs} decides it while the step is replayed; {@code AddN} may reuse
+   * any of its inputs (the running accumulations of gradient sums, {@code AddV2} chains, reuse
+   * the sum's buffer the same way). Ops are known by type, so lms4j's clones of recomputed ops
+   * reuse as their originals do, and its swap ops never.
+   */
+  public static int[] inPlaceCandidates(Op op) {
+    if (op.outputs().isEmpty()) {
+      return NONE;
+    }
+    int n = op.inputs().size();
+    if (IN_PLACE_FIRST.contains(op.type())) {
+      return n >= 1 ? FIRST : NONE;
+    }
+    if (IN_PLACE_EITHER.contains(op.type())) {
+      return n >= 2 ? EITHER : NONE;
+    }
+    if (op.type().equals("AddN") || op.type().equals("AccumulateNV2")) {
+      int[] all = new int[n];
+      for (int i = 0; i < n; i++) {
+        all[i] = i;
+      }
+      return all;
+    }
+    return NONE;
+  }
+
+  private static final int[] NONE = {};
+  private static final int[] FIRST = {0};
+  private static final int[] EITHER = {0, 1};
+
   /**
    * The input of {@code op} whose buffer its output {@code output} shares, or null when the
    * output has a buffer of its own.

@@ -15,10 +15,19 @@ import dev.lms4j.core.graph.TensorId;
  * variable) are never counted; outputs that share an input's buffer ({@link BufferAliases})
  * allocate nothing and count their readers on the buffer's owner. Shape-only readers
  * ({@link OpTypes#SHAPE_ONLY}) do not keep a buffer alive.
+ *
+ * <p>In-place reuse, where asked for ({@link BfcReplay} asks; {@link MemorySimulator}, whose
+ * conservative sum the planners aim under, does not), is decided as the step runs
+ * ({@link #forward}): an element-wise op
+ * ({@link BufferAliases#inPlaceCandidates}) that is the last reader of an input buffer of its
+ * output's size takes that buffer over instead of allocating, as TensorFlow's kernels do when
+ * the buffer's reference count is one; the buffer then lives until the output's last reader is
+ * done.
  */
 final class BufferRefs {
   private static final int RESIDENT = -1;
   private static final int ALIAS = -2;
+  private static final int REUSED = -3;
 
   /** Called for each buffer whose last reader is done. */
   interface Freed {
@@ -29,11 +38,17 @@ final class BufferRefs {
   private final DataflowGraph g;
   private final TensorId[][] owner;
   private final int[][] refs;
+  /** Per op and output, the buffer it took over in place ({@link #forward}), or null. */
+  private final TensorId[][] reused;
 
-  private BufferRefs(DataflowGraph g) {
+  private final boolean inPlace;
+
+  private BufferRefs(DataflowGraph g, boolean inPlace) {
     this.g = g;
+    this.inPlace = inPlace;
     this.owner = BufferAliases.owners(g);
     this.refs = new int[g.size()][];
+    this.reused = new TensorId[g.size()][];
     for (Op op : g.ops()) {
       int[] r = new int[op.outputs().size()];
       boolean pin = MemorySimulator.isPinned(op);
@@ -60,9 +75,72 @@ final class BufferRefs {
     }
   }
 
-  /** Fresh counts for one simulated step of {@code g}. */
+  /** Fresh counts for one simulated step of {@code g}, without in-place reuse. */
   static BufferRefs of(DataflowGraph g) {
-    return new BufferRefs(g);
+    return new BufferRefs(g, false);
+  }
+
+  /**
+   * Fresh counts for one simulated step of {@code g}; with {@code inPlace}, {@link #forward}
+   * lets element-wise outputs reuse an input's buffer.
+   */
+  static BufferRefs of(DataflowGraph g, boolean inPlace) {
+    return new BufferRefs(g, inPlace);
+  }
+
+  /** The buffer tensor {@code t} lives in now: its owner, or the buffer that owner took over. */
+  private TensorId buffer(TensorId t) {
+    TensorId o = owner[t.op()][t.output()];
+    while (reused[o.op()] != null && reused[o.op()][o.output()] != null) {
+      o = reused[o.op()][o.output()];
+    }
+    return o;
+  }
+
+  /**
+   * Decides, just before {@code op} runs, whether its output takes over an input's buffer in
+   * place: the first candidate input ({@link BufferAliases#inPlaceCandidates}) whose buffer is
+   * not resident, has the output's size and dtype, and is read by nobody after {@code op}, which
+   * reads it once. Such an output then allocates nothing ({@link #allocates} is false) and its
+   * readers keep that buffer alive.
+   *
+   * @return true when the output reuses an input's buffer (never when the counts were made
+   *     without in-place reuse)
+   */
+  boolean forward(Op op) {
+    int v = op.id();
+    if (!inPlace || refs[v].length == 0 || refs[v][0] < 0) {
+      return false;
+    }
+    Tensor out = op.output(0);
+    for (int k : BufferAliases.inPlaceCandidates(op)) {
+      TensorId o = buffer(op.inputs().get(k));
+      if (refs[o.op()][o.output()] != 1) {
+        continue; // resident, or read later by another op, or twice by this one
+      }
+      Tensor in = g.tensor(o);
+      if (in.bytes() != out.bytes() || in.bytes() <= 0
+          || !java.util.Objects.equals(in.dtype(), out.dtype())) {
+        continue;
+      }
+      int reads = 0;
+      for (TensorId t : op.inputs()) {
+        if (buffer(t).equals(o)) {
+          reads++;
+        }
+      }
+      if (reads != 1) {
+        continue;
+      }
+      if (reused[v] == null) {
+        reused[v] = new TensorId[refs[v].length];
+      }
+      reused[v][0] = o;
+      refs[o.op()][o.output()] += refs[v][0]; // op's own read is released after it runs
+      refs[v][0] = REUSED;
+      return true;
+    }
+    return false;
   }
 
   /** True when output {@code i} of {@code op} allocates a buffer of its own when the op runs. */
@@ -87,7 +165,7 @@ final class BufferRefs {
     }
     long bytes = 0;
     for (TensorId in : op.inputs()) {
-      TensorId o = owner[in.op()][in.output()];
+      TensorId o = buffer(in);
       int[] r = refs[o.op()];
       if (r[o.output()] > 0 && --r[o.output()] == 0) {
         bytes += g.tensor(o).bytes();

@@ -1,0 +1,97 @@
+package dev.lms4j.tf;
+
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.tensorflow.GraphOperation;
+import org.tensorflow.proto.NodeDef;
+
+/**
+ * The constants TensorFlow holds for the whole session because an initializer computed them from
+ * constants: the {@code Fill}s, {@code ZerosLike}s and {@code OnesLike}s (and the {@code Const}s)
+ * that variables are assigned from in {@code init}. When the init run's executor is built, they
+ * are folded into constants, which the executor keeps, and {@code DirectSession} keeps the
+ * executor cached: every training step has that much less memory. Measured on the corpus's GRU
+ * (tensorflow-framework's RMSProp fills its rms and momentum slots with
+ * {@code Fill(Shape(var), Cast(Const))}): 1.9 MiB were in use before the init run assigned the
+ * first random weight, named {@code RMSProp_3/_2__cf__2}, a sixth of the smallest budget
+ * (12 MiB) at which tflms trains it.
+ *
+ * <p>TensorFlow's graph optimizer folds any such result up to 10 MiB
+ * ({@code max_folded_constant_in_bytes}), even through the {@code PlaceholderWithDefault} that
+ * {@link InitConstants} puts in (measured: a 640 KiB {@code Fill(Const, PlaceholderWithDefault(
+ * Const))} was held); grappler folds larger uniform Fills, unless {@link InitConstants} rewired
+ * them. {@link GraphImporter} adds what this class finds to the model of a step as ops of type
+ * {@code BfcReplay.HELD}: the allocator replay allocates them first, as TensorFlow did; the
+ * simulator and the planners count nothing for them. (Counted by the planners too, swap and
+ * tflms reached 10 MiB on that GRU instead of 14 and 12, but the corpus encoder, whose model
+ * errs high elsewhere, was refused below about 103 MiB where it trains at 85.)
+ */
+final class InitHeldConstants {
+  /** The graph optimizer's default limit on a folded constant: 10 MiB. */
+  static final long MAX_FOLDED_BYTES = 10L << 20;
+  /** Held constants under 1 KiB (scalars, shape vectors, small biases) are left out. */
+  static final long MIN_BYTES = 1L << 10;
+  private static final Set<String> FOLDED = Set.of("Fill", "ZerosLike", "OnesLike", "Const");
+
+  private InitHeldConstants() {}
+
+  /**
+   * The nodes outside {@code step} that an initializer assigns from (ancestors of an
+   * {@code Assign*} op outside the step) and that TensorFlow folds into a held constant, in graph
+   * order; those under {@link #MIN_BYTES} are left out.
+   *
+   * @param nodes the graph's nodes
+   * @param step  the names of the ops a step runs
+   * @param ops   the imported graph, for static output shapes
+   * @return each held node with its bytes, where the shape is fully known
+   */
+  static Map<String, Long> of(List<NodeDef> nodes, Set<String> step,
+      java.util.function.Function<String, GraphOperation> ops) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    List<String> roots = new ArrayList<>();
+    for (NodeDef n : nodes) {
+      byName.put(n.getName(), n);
+      if (!step.contains(n.getName()) && n.getOp().startsWith("Assign")) {
+        roots.add(n.getName());
+      }
+    }
+    Set<String> init = new HashSet<>();
+    ArrayDeque<String> todo = new ArrayDeque<>(roots);
+    while (!todo.isEmpty()) {
+      String v = todo.poll();
+      NodeDef n = byName.get(v);
+      if (n == null || step.contains(v) || !init.add(v)) {
+        continue;
+      }
+      for (String in : n.getInputList()) {
+        todo.add(GraphImporter.opName(in));
+      }
+    }
+    Map<String, Long> held = new java.util.LinkedHashMap<>();
+    for (NodeDef n : nodes) {
+      if (!init.contains(n.getName()) || !FOLDED.contains(n.getOp())) {
+        continue;
+      }
+      GraphOperation op = ops.apply(n.getName());
+      if (op == null || op.numOutputs() < 1) {
+        continue;
+      }
+      var shape = op.output(0).shape();
+      if (shape.isUnknown() || shape.hasUnknownDimension()) {
+        continue;
+      }
+      long bytes = shape.size() * GraphImporter.dtypeSize(op.output(0).dataType());
+      boolean rewired = n.getOp().equals("Fill") && n.getInputCount() >= 2
+          && n.getInput(1).endsWith(InitConstants.SUFFIX);
+      if (bytes >= MIN_BYTES && (bytes <= MAX_FOLDED_BYTES || !rewired)) {
+        held.put(n.getName(), bytes);
+      }
+    }
+    return held;
+  }
+}
