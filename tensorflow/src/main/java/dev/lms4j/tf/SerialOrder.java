@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.memory.BfcReplay;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Objects;
@@ -84,8 +85,9 @@ public final class SerialOrder {
     int chained = 0;
     for (int id : Levels.of(model).schedule()) {
       var op = model.op(id);
-      if (OpTypes.isResident(op.type()) || init.contains(op.name())
-          || !nodes.containsKey(op.name())) {
+      // what init leaves held stands for an init op: never chained into the step
+      if (OpTypes.isResident(op.type()) || BfcReplay.HELD.equals(op.type())
+          || init.contains(op.name()) || !nodes.containsKey(op.name())) {
         continue;
       }
       chained++;
