@@ -84,6 +84,8 @@ public final class PlannerFidelity {
   /** What is known of one rewritten graph: probed budgets and, once bisected, its minimum. */
   static final class Known {
     final TreeMap<Long, Boolean> fits = new TreeMap<>();
+    /** Runs at a row's budget: their outcome and error, by budget. */
+    final Map<Long, String[]> atBudget = new HashMap<>();
     long min = 0; // 0: not bisected yet; -1: none up to MAX_MIB
     long fails = 0;
     String bisectedFor;
@@ -326,7 +328,7 @@ public final class PlannerFidelity {
           .put("no_probe", "error");
     }
     GraphDef rewritten = null;
-    RunResult atBudget = null;
+    String noProbe = null;
     if (plan != null) {
       rewritten = plan.graphDef();
       row.put("planner", plan.planner() == null ? "none" : plan.planner())
@@ -336,13 +338,21 @@ public final class PlannerFidelity {
       row.put("predicted_mib", predicted);
       TrainingGraph rw = new TrainingGraph(rewritten, tg.manifest());
       Known k = runs.known(rewritten);
-      atBudget = runs.run(rw, mib);
-      k.fits.putIfAbsent(mib, atBudget.fits());
-      row.put("no_probe", outcome(atBudget));
-      if (!atBudget.fits()) {
-        row.put("no_probe_error", firstLine(atBudget.error()));
+      String[] seen = k.atBudget.get(mib);
+      if (seen == null) { // the same graph at the same budget runs once
+        RunResult r = runs.run(rw, mib);
+        seen = new String[] {outcome(r), r.fits() ? null : firstLine(r.error()), rowName};
+        k.atBudget.put(mib, seen);
+        k.fits.putIfAbsent(mib, r.fits());
+      } else {
+        row.put("no_probe_run_of", seen[2]);
       }
-      say(runs.out, "  %s at the budget: %s", rowName, outcome(atBudget));
+      noProbe = seen[0];
+      row.put("no_probe", noProbe);
+      if (seen[1] != null) {
+        row.put("no_probe_error", seen[1]);
+      }
+      say(runs.out, "  %s at the budget: %s", rowName, noProbe);
       long real = runs.smallest(rw, k, predicted, rowName);
       putReal(row, k, real, rowName);
     }
@@ -351,9 +361,9 @@ public final class PlannerFidelity {
     row.put("probe", o.verdict().name().toLowerCase(Locale.ROOT)).put("replans", o.replans())
         .put("probes", o.attempts().size());
     if (o.trains()) {
-      if (atBudget != null && o.graphDef().equals(rewritten)) {
+      if (noProbe != null && o.graphDef().equals(rewritten)) {
         // the probe accepted the very graph that already ran at this budget
-        row.put("after_probe", outcome(atBudget)).put("after_probe_same_run", true);
+        row.put("after_probe", noProbe).put("after_probe_same_run", true);
       } else {
         RunResult after = runs.run(new TrainingGraph(o.graphDef(), tg.manifest()), mib);
         row.put("after_probe", outcome(after));
@@ -504,11 +514,15 @@ public final class PlannerFidelity {
     if (root.hasNonNull("notes")) {
       md.append(root.path("notes").asText()).append("\n\n## Results\n\n");
     }
-    md.append(String.format(Locale.ROOT, "Command: `%s`; machine: %s; %.1f min, %d worker runs."
-        + " Another benchmark ran on the machine at the same time: memory minima do not depend "
-        + "on load, wall time does.%n%n", root.path("command").asText(),
-        root.path("machine").asText(), root.path("wall_seconds").asDouble() / 60,
-        root.path("worker_runs").asInt()));
+    int probes = 0;
+    for (JsonNode r : root.path("rows")) {
+      probes += r.path("probes").asInt();
+    }
+    md.append(String.format(Locale.ROOT, "Command: `%s`; machine: %s; %.1f min, %d worker runs "
+        + "(bisections, runs at B, after the probe) and %d probe runs. Another benchmark ran on "
+        + "the machine at the same time: memory minima do not depend on load, wall time does."
+        + "%n%n", root.path("command").asText(), root.path("machine").asText(),
+        root.path("wall_seconds").asDouble() / 60, root.path("worker_runs").asInt(), probes));
     md.append("Per graph: **no LMS**, then each planner (").append(root.path("modes").asText())
         .append(", `Lms.builder().budget(B).mode(m)`: memory ratio 0.8, allocator check on) at ")
         .append("budgets B = ").append(root.path("fractions").asText())
@@ -529,7 +543,8 @@ public final class PlannerFidelity {
         .append("**at B**: the plan as `Lms.rewrite` hands it over, run at B. **probe**: ")
         .append("`Probe.closeLoop` at B (ratio 0.8), its verdict and re-plans; **after**: the ")
         .append("graph it hands back run again at B (when it is the very graph already run at ")
-        .append("B, that run is reported).\n\n");
+        .append("B, that run is reported; rows with the same rewritten graph at the same budget ")
+        .append("share that run too).\n\n");
     Summary s = summary(root);
     md.append(String.format(Locale.ROOT, "| rows | predicted and measured | within 5%% | within "
         + "10%% | median abs error | over / under-predicted | plans accepted | of them OOM at B "
@@ -557,6 +572,24 @@ public final class PlannerFidelity {
             .append(String.join(", ", missing)).append(".\n\n");
       }
     }
+    List<JsonNode> worst = new ArrayList<>();
+    root.path("rows").forEach(r -> {
+      if (r.has("error")) {
+        worst.add(r);
+      }
+    });
+    worst.sort(java.util.Comparator.comparingDouble((JsonNode r) -> -Math.abs(r.path("error")
+        .asDouble())));
+    if (!worst.isEmpty()) {
+      md.append("Largest errors: ");
+      for (int i = 0; i < Math.min(5, worst.size()); i++) {
+        JsonNode r = worst.get(i);
+        md.append(i == 0 ? "" : "; ").append(r.path("graph").asText()).append(' ')
+            .append(method(r)).append(String.format(Locale.ROOT, " %d vs %d MiB (%s)",
+                r.path("predicted_mib").asLong(), r.path("real_min_mib").asLong(), err(r)));
+      }
+      md.append(".\n\n");
+    }
     md.append("| graph | method | budget | planner chosen | predicted | real min | error | "
         + "at B without probe | probe (re-plans) | after probe |\n"
         + "|---|---|---|---|---|---|---|---|---|---|\n");
@@ -574,6 +607,20 @@ public final class PlannerFidelity {
               + r.path("replans").asInt() + ")", none ? "-" : r.path("after_probe").asText()));
     }
     return md.toString();
+  }
+
+  /**
+   * Rewrites the Markdown next to a result: {@code --markdown fidelity-planners.json} (e.g.
+   * after notes were added to the JSON).
+   */
+  public static void main(String[] args) throws IOException {
+    if (args.length != 2 || !args[0].equals("--markdown")) {
+      System.err.println("usage: PlannerFidelity --markdown fidelity-planners.json");
+      System.exit(2);
+      return;
+    }
+    Path json = Path.of(args[1]);
+    Files.writeString(json.resolveSibling(FILE + ".md"), markdown(JSON.readTree(json.toFile())));
   }
 
   private static String cut(String s, int n) {
