@@ -230,13 +230,18 @@ public final class PlannerFidelity {
    */
   public static ObjectNode run(List<Fidelity.Case> cases, Path outDir, boolean append,
       PrintStream out) throws IOException {
-    Files.createDirectories(outDir);
     ObjectNode root = JSON.createObjectNode();
     Path json = outDir.resolve(FILE + ".json");
     List<JsonNode> kept = new ArrayList<>();
     double wallBefore = 0;
     if (append && Files.exists(json)) {
-      JsonNode old = JSON.readTree(json.toFile());
+      JsonNode old;
+      try {
+        old = JSON.readTree(json.toFile());
+      } catch (IOException e) {
+        throw new IllegalArgumentException("--append: cannot read " + json + ": "
+            + firstLine(e.getMessage()));
+      }
       Set<String> now = new LinkedHashSet<>();
       cases.forEach(c -> now.add(c.label()));
       old.path("rows").forEach(r -> {
@@ -249,6 +254,7 @@ public final class PlannerFidelity {
         root.set("notes", old.get("notes"));
       }
     }
+    Files.createDirectories(outDir);
     root.put("schema", "lms4j-bench-fidelity-planners/1").put("suite", "fidelity-planners")
         .put("machine", Machine.describe())
         .put("command", "./lms4j bench --suite fidelity-planners")
