@@ -234,6 +234,7 @@ public final class PlannerFidelity {
     Path json = outDir.resolve(FILE + ".json");
     List<JsonNode> kept = new ArrayList<>();
     double wallBefore = 0;
+    int runsBefore = 0;
     if (append && Files.exists(json)) {
       JsonNode old;
       try {
@@ -250,6 +251,7 @@ public final class PlannerFidelity {
         }
       });
       wallBefore = old.path("wall_seconds").asDouble();
+      runsBefore = old.path("worker_runs").asInt();
       if (old.has("notes")) {
         root.set("notes", old.get("notes"));
       }
@@ -275,7 +277,7 @@ public final class PlannerFidelity {
       say(out, "%s: %.1f min, %d worker runs so far", c.label(),
           (System.nanoTime() - g0) / 6e10, runs.workerRuns);
       root.put("wall_seconds", wallBefore + (System.nanoTime() - t0) / 1e9)
-          .put("worker_runs", runs.workerRuns);
+          .put("worker_runs", runsBefore + runs.workerRuns);
       write(root, outDir);
     }
     out.println(markdown(root));
