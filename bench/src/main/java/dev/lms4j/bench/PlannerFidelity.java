@@ -433,14 +433,16 @@ public final class PlannerFidelity {
    * @param over          predicted above the real minimum
    * @param under         predicted below it
    * @param accepted      plans {@code Lms.rewrite} accepted
+   * @param aboveBudget   of them predicted (allocator model) above their budget: the
+   *                      allocator check kept the closest plan, with a warning
    * @param acceptedOom   of them out of memory (or failed) at their budget without the probe
    * @param probeTrains   rows where the probe let training go on
    * @param oomAfterProbe of them out of memory (or failed) when run again
    * @param replans       the probe's re-plans together
    */
   record Summary(int rows, int compared, int within5, int within10, double medianAbs, int over,
-      int under, int accepted, int acceptedOom, int probeTrains, int oomAfterProbe,
-      int replans) {}
+      int under, int accepted, int aboveBudget, int acceptedOom, int probeTrains,
+      int oomAfterProbe, int replans) {}
 
   static Summary summary(JsonNode root) {
     int rows = 0;
@@ -450,6 +452,7 @@ public final class PlannerFidelity {
     int under = 0;
     int accepted = 0;
     int acceptedOom = 0;
+    int above = 0;
     int probeTrains = 0;
     int oomAfter = 0;
     int replans = 0;
@@ -477,6 +480,9 @@ public final class PlannerFidelity {
       String np = r.path("no_probe").asText();
       if (!np.equals("refused") && !np.equals("error")) {
         accepted++;
+        if (r.path("predicted_mib").asLong() > r.path("budget_mib").asLong()) {
+          above++;
+        }
         if (!np.equals("trains")) {
           acceptedOom++;
         }
@@ -493,8 +499,8 @@ public final class PlannerFidelity {
     abs.sort(null);
     double median = abs.isEmpty() ? Double.NaN : abs.size() % 2 == 1 ? abs.get(abs.size() / 2)
         : (abs.get(abs.size() / 2 - 1) + abs.get(abs.size() / 2)) / 2;
-    return new Summary(rows, abs.size(), w5, w10, median, over, under, accepted, acceptedOom,
-        probeTrains, oomAfter, replans);
+    return new Summary(rows, abs.size(), w5, w10, median, over, under, accepted, above,
+        acceptedOom, probeTrains, oomAfter, replans);
   }
 
   private static String method(JsonNode r) {
@@ -555,12 +561,13 @@ public final class PlannerFidelity {
         .append("share that run too).\n\n");
     Summary s = summary(root);
     md.append(String.format(Locale.ROOT, "| rows | predicted and measured | within 5%% | within "
-        + "10%% | median abs error | over / under-predicted | plans accepted | of them OOM at B "
-        + "without the probe | probe let training go on | of them OOM after the probe | "
-        + "re-plans |%n|---|---|---|---|---|---|---|---|---|---|---|%n"
-        + "| %d | %d | %d | %d | %.1f%% | %d / %d | %d | %d | %d | %d | %d |%n%n", s.rows(),
-        s.compared(), s.within5(), s.within10(), 100 * s.medianAbs(), s.over(), s.under(),
-        s.accepted(), s.acceptedOom(), s.probeTrains(), s.oomAfterProbe(), s.replans()));
+        + "10%% | median abs error | over / under-predicted | plans accepted | of them "
+        + "predicted above B | of them OOM at B without the probe | probe let training go on | "
+        + "of them OOM after the probe | re-plans |%n|---|---|---|---|---|---|---|---|---|---|"
+        + "---|---|%n| %d | %d | %d | %d | %.1f%% | %d / %d | %d | %d | %d | %d | %d | %d |%n%n",
+        s.rows(), s.compared(), s.within5(), s.within10(), 100 * s.medianAbs(), s.over(),
+        s.under(), s.accepted(), s.aboveBudget(), s.acceptedOom(), s.probeTrains(),
+        s.oomAfterProbe(), s.replans()));
     List<String> measured = new ArrayList<>();
     root.path("rows").forEach(r -> {
       if (!measured.contains(r.path("graph").asText())) {
