@@ -112,6 +112,7 @@ class PlannerFidelityTest {
     row(rows, "swap", 50, 50).put("planner", "hybrid").put("no_probe", "trains") // 0%
         .put("probe", "accepted").put("replans", 0).put("after_probe", "trains");
     row(rows, "remat", 60, 66).put("planner", "grappler-recompute") // -9.1%
+        .put("bisection_of", "g swap@60")
         .put("no_probe", "trains").put("probe", "accepted").put("replans", 0)
         .put("after_probe", "oom");
     rows.addObject().put("graph", "g").put("mode", "auto").put("fraction", 0.6)
@@ -128,7 +129,10 @@ class PlannerFidelityTest {
 
     String md = PlannerFidelity.markdown(root);
     assertThat(md)
-        .contains("| 5 | 4 | 2 | 3 | 5.6% | 1 / 2 | 3 | 1 | 1 | 3 | 1 | 3 |")
+        .contains("| every row | 5 | 4 | 2 | 3 | 5.6% | 1 / 2 | 3 | 1 | 1 | 3 | 1 | 3 |")
+        // the remat row reused the swap row's bisection: left out, |errors| 0, 2/98, 14/102
+        .contains("| each bisected graph once | 4 | 3 | 2 | 2 | 2.0% | 1 / 1 | 2 | 1 | 1 | 2 | 0 "
+            + "| 3 |")
         .contains("Not measured in this run (of the default graphs): h.")
         .contains("| g | no LMS | - | - | 88 MiB | 102 MiB | -13.7% | - | - | - |")
         .contains("| g | tflms @ 60% | 60 MiB | tflms-swap | 100 MiB | 98 MiB | +2.0% | oom | "
