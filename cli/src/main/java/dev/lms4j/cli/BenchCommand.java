@@ -40,6 +40,14 @@ import picocli.CommandLine.Option;
             + "plan run without the probe (trains or out of memory), then the probe's verdict "
             + "and re-plans, and the graph it hands back run again (acceptance.json/.md). "
             + "About an hour on 2 cores.",
+        "fidelity-planners: the memory model against the real allocator, per planner. Per "
+            + "graph (the acceptance suite's; or --model / --families), the allocator model's "
+            + "predicted need against the smallest budget that really trains (bracketed from "
+            + "the prediction, bisected to 3%%), without LMS and with tflms, swap, remat and "
+            + "auto at 60 and 85%% of the no-LMS prediction; each plan also runs at its budget, "
+            + "and the probe's verdict, re-plans and the graph it hands back run again "
+            + "(fidelity-planners.json/.md; --append keeps the graphs already there that this "
+            + "run does not measure). About 8 minutes per graph on 2 cores.",
         "checkpoint: save/restore throughput of the checkpoint backends (1 GiB) and the "
             + "overhead of asynchronous checkpoints.",
         "native: swap bandwidth of the standard-op path, the native path and memcpy, and step "
@@ -54,7 +62,7 @@ import picocli.CommandLine.Option;
 final class BenchCommand implements Callable<Integer> {
   @Option(names = "--suite", defaultValue = "quick",
       description = "quick (default), full, smoke, steptime, corpus, fidelity, acceptance, "
-          + "checkpoint, native or soak.")
+          + "fidelity-planners, checkpoint, native or soak.")
   String suite;
 
   @Option(names = "--out", defaultValue = "docs/bench", description = "Output directory "
@@ -90,13 +98,14 @@ final class BenchCommand implements Callable<Integer> {
           + "(default ${DEFAULT-VALUE}).")
   double resolution;
 
-  @Option(names = "--append", description = "corpus suite: keep the families already in "
-      + "corpus-NAME.json that this run does not measure.")
+  @Option(names = "--append", description = "corpus and fidelity-planners suites: keep the "
+      + "families (graphs) already in the result file that this run does not measure.")
   boolean append;
 
   @Override
   public Integer call() throws Exception {
-    if (suite.equals("fidelity") || suite.equals("acceptance")) {
+    if (suite.equals("fidelity") || suite.equals("acceptance")
+        || suite.equals("fidelity-planners")) {
       return graphSuite();
     }
     if (suite.equals("corpus")) {
@@ -128,7 +137,7 @@ final class BenchCommand implements Callable<Integer> {
     if (!java.util.Set.of("quick", "full", "smoke", "steptime", "checkpoint", "native", "soak")
         .contains(suite)) {
       throw new IllegalArgumentException("--suite must be quick, full, smoke, steptime, "
-          + "corpus, fidelity, acceptance, checkpoint, native or soak");
+          + "corpus, fidelity, acceptance, fidelity-planners, checkpoint, native or soak");
     }
     Paths.checkDirectory(out, "--out");
     if (model != null) {
@@ -143,12 +152,16 @@ final class BenchCommand implements Callable<Integer> {
       case "native" -> NativeSwapBench.run(out, System.out);
       case "soak" -> dev.lms4j.bench.SoakBench.run(out, 2000, 1000, System.out);
       default -> throw new IllegalArgumentException("--suite must be quick, full, smoke, "
-          + "steptime, corpus, fidelity, acceptance, checkpoint, native or soak");
+          + "steptime, corpus, fidelity, acceptance, fidelity-planners, checkpoint, native or "
+          + "soak");
     }
     return 0;
   }
 
-  /** fidelity and acceptance: graphs from --model / --families, else the suite's defaults. */
+  /**
+   * fidelity, acceptance and fidelity-planners: graphs from --model / --families, else the
+   * suite's defaults.
+   */
   private Integer graphSuite() throws Exception {
     Paths.checkDirectory(out, "--out");
     if (batch != null && batch < 1) {
@@ -171,7 +184,10 @@ final class BenchCommand implements Callable<Integer> {
         cases.add(dev.lms4j.bench.Fidelity.corpus(f, sz));
       }
     }
-    if (suite.equals("acceptance")) {
+    if (suite.equals("fidelity-planners")) {
+      dev.lms4j.bench.PlannerFidelity.run(cases.isEmpty()
+          ? dev.lms4j.bench.Acceptance.defaults() : cases, out, append, System.out);
+    } else if (suite.equals("acceptance")) {
       dev.lms4j.bench.Acceptance.run(cases.isEmpty() ? dev.lms4j.bench.Acceptance.defaults()
           : cases, out, System.out);
     } else {
