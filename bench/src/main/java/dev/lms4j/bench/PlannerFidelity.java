@@ -364,7 +364,7 @@ public final class PlannerFidelity {
       long real = runs.smallest(rw, k, predicted, rowName);
       putReal(row, k, real, rowName);
     }
-    Probe.Outcome o = Probe.closeLoop(tg, b -> lms.withBudget(b).rewrite(tg),
+    Probe.Outcome o = Probe.closeLoop(tg, lms,
         Probe.Options.of(budget, 0.8));
     row.put("probe", o.verdict().name().toLowerCase(Locale.ROOT)).put("replans", o.replans())
         .put("probes", o.attempts().size());

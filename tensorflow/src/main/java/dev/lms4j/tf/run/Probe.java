@@ -63,6 +63,8 @@ public final class Probe {
       "allocate ([0-9.]+)\\s*(B|KiB|MiB|GiB)");
   private static final Pattern SHAPE = Pattern.compile(
       "shape\\[([0-9,]*)\\] and type (\\w+)");
+  /** The share of the budget a passing probe's traced peak must leave free: 2%. */
+  public static final double HEADROOM = 0.02;
   /** The planning limit is lowered by at least this share of the budget on each re-plan. */
   private static final double MIN_STEP = 0.02;
   /** Halvings of the re-plan step where a lowered limit leaves no plan, at most. */
@@ -153,9 +155,14 @@ public final class Probe {
   public record Attempt(int number, String graph, String planner, double memRatio,
       long predictedPeakBytes, boolean fits, boolean oom, long measuredPeakBytes,
       long failedAllocationBytes, String error) {
-    /** True when the step ran and its traced peak is within {@code budgetBytes}. */
+    /**
+     * True when the steps ran and the traced peak left {@link #HEADROOM} of {@code budgetBytes}
+     * free: at the very edge the same graph passes one run and fails the next (measured: the
+     * corpus embedding-sparse's unmodified graph passed at 60 MiB with a traced 59.5 MiB, then
+     * ran out of memory in init; its bisected minimum is 70 MiB).
+     */
     public boolean passed(long budgetBytes) {
-      return fits && measuredPeakBytes <= budgetBytes;
+      return fits && measuredPeakBytes <= budgetBytes - (long) (HEADROOM * budgetBytes);
     }
   }
 
