@@ -3,6 +3,7 @@ package dev.lms4j.core.graph;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 
@@ -54,15 +55,36 @@ public final class ScratchEstimates {
 
   private static final Set<String> DEPTHWISE = Set.of("DepthwiseConv2dNativeBackpropFilter",
       "DepthwiseConv2dNativeBackpropInput");
+  /**
+   * The CPU features ({@code /proc/cpuinfo} names) for which TensorFlow 2.18 turns oneDNN on by
+   * default on Linux: AVX512_VNNI, AVX512_BF16, AVX_VNNI and the AMX features.
+   */
+  public static final Set<String> ONEDNN_FEATURES = Set.of("avx512_vnni", "avx512_bf16",
+      "avx_vnni", "amx_tile", "amx_int8", "amx_bf16");
+
+  /**
+   * Convolution gradients TensorFlow's oneDNN rewrite takes over for float32 and bfloat16
+   * ({@code _MklNative...} kernels).
+   */
+  private static final Set<String> ONEDNN_CONV_GRADIENTS = Set.of("Conv2DBackpropFilter",
+      "Conv2DBackpropInput", "Conv3DBackpropFilterV2", "Conv3DBackpropInputV2",
+      "DepthwiseConv2dNativeBackpropFilter", "DepthwiseConv2dNativeBackpropInput");
+
+  /** The element types oneDNN's rewrite takes convolutions over for. */
+  private static final Set<String> ONEDNN_TYPES = Set.of("float32", "bfloat16");
+
   private static final Set<String> MAX_POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2");
 
   /**
-   * What the kernels' sizing depends on: the CPU device's worker threads and the L3 cache.
+   * What the kernels' sizing depends on: the CPU device's worker threads, the L3 cache, and
+   * whether TensorFlow runs oneDNN's kernels in place of its own.
    *
    * @param threads the intra-op threads TensorFlow's CPU device runs kernels on
    * @param l3Bytes the L3 cache Eigen reports (3-D convolution gradients size their shards by it)
+   * @param oneDnn  whether TensorFlow's graph rewrite hands float convolutions to oneDNN
+   *                ({@code _MklNative*} kernels), whose gradients traced no scratch to speak of
    */
-  public record Host(int threads, long l3Bytes) {
+  public record Host(int threads, long l3Bytes, boolean oneDnn) {
     /** Validates. */
     public Host {
       if (threads < 1 || l3Bytes < 1) {
@@ -71,12 +93,64 @@ public final class ScratchEstimates {
       }
     }
 
+    /** A host whose convolutions run TensorFlow's own kernels (oneDNN off). */
+    public Host(int threads, long l3Bytes) {
+      this(threads, l3Bytes, false);
+    }
+
     /**
-     * This machine: the processors the JVM may use (TensorFlow's default intra-op threads) and
-     * the L3 cache size Linux reports for cpu0 (32 MiB when it cannot be read).
+     * This machine: the processors the JVM may use (TensorFlow's default intra-op threads), the
+     * L3 cache size Linux reports for cpu0 (32 MiB when it cannot be read), and whether
+     * TensorFlow turns oneDNN on here ({@link #oneDnnEnabled}: the CPU's flags from
+     * {@code /proc/cpuinfo}, then {@code TF_ENABLE_ONEDNN_OPTS}). A worker JVM inherits this
+     * process's environment, so the two agree.
      */
     public static Host detect() {
-      return new Host(Runtime.getRuntime().availableProcessors(), l3FromSysfs());
+      return new Host(Runtime.getRuntime().availableProcessors(), l3FromSysfs(),
+          oneDnnEnabled(cpuFlags(), System.getenv("TF_ENABLE_ONEDNN_OPTS")));
+    }
+
+    /**
+     * Whether TensorFlow 2.18 (Linux x86-64) runs oneDNN's kernels: by default when the CPU has
+     * one of the neural-network features {@link #ONEDNN_FEATURES} (TensorFlow's
+     * {@code DefaultOneDnnPolicy}); {@code TF_ENABLE_ONEDNN_OPTS} set to {@code 0}/{@code false}
+     * or {@code 1}/{@code true} (any case) overrides that, any other value leaves the default,
+     * as TensorFlow reads it.
+     *
+     * @param cpuFlags the CPU's flags as {@code /proc/cpuinfo} names them
+     * @param envValue {@code TF_ENABLE_ONEDNN_OPTS}, or null when unset
+     */
+    public static boolean oneDnnEnabled(Set<String> cpuFlags, String envValue) {
+      if (envValue != null) {
+        String v = envValue.trim().toLowerCase(Locale.ROOT);
+        if (v.equals("0") || v.equals("false")) {
+          return false;
+        }
+        if (v.equals("1") || v.equals("true")) {
+          return true;
+        }
+      }
+      for (String f : ONEDNN_FEATURES) {
+        if (cpuFlags.contains(f)) {
+          return true;
+        }
+      }
+      return false;
+    }
+
+    /** The flags of the first processor in {@code /proc/cpuinfo} (empty when unreadable). */
+    static Set<String> cpuFlags() {
+      try {
+        for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
+          if (line.startsWith("flags")) {
+            int colon = line.indexOf(':');
+            return Set.copyOf(List.of(line.substring(colon + 1).trim().split("\\s+")));
+          }
+        }
+      } catch (IOException | RuntimeException e) {
+        // unreadable: no flags, so TensorFlow's default is taken as off
+      }
+      return Set.of();
     }
 
     private static long l3FromSysfs() {
@@ -120,6 +194,12 @@ public final class ScratchEstimates {
   /** The estimated scratch of {@code op} in {@code g} on {@code host}, in bytes. */
   public static long estimate(DataflowGraph g, Op op, Host host) {
     String type = op.type();
+    if (host.oneDnn() && ONEDNN_CONV_GRADIENTS.contains(type) && !op.outputs().isEmpty()
+        && ONEDNN_TYPES.contains(op.output(0).dtype())) {
+      // oneDNN's convolution gradients (traced on AVX-512 VNNI/BF16: 0 bytes beyond their
+      // outputs, at every shape of the corpus and the zoo)
+      return 0;
+    }
     switch (type) {
       case "Conv2DBackpropFilter":
         return convGradient(g, op, host, true, 2);
