@@ -1,6 +1,7 @@
 package dev.lms4j.train.corpus;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.withPercentage;
 
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.tf.Lms;
@@ -30,8 +31,9 @@ import org.tensorflow.proto.RunOptions;
  * unmodified graph {@code Mul_7} has two readers, so grappler keeps the product and turns it
  * into {@code Square(x)}; in the rewritten graph the original {@code Mul_7} has one reader left,
  * grappler takes it into a tree of products and reassociates it as {@code x * (x * 0.044715)},
- * which rounds differently. With arithmetic optimization off both graphs reach the same losses,
- * bit for bit. (Tried and not enough to keep grappler off the original: a control edge from it
+ * which rounds differently (the second loss moved by 1e-7 relative where TensorFlow's Eigen
+ * kernels run; where oneDNN runs, AVX-512 VNNI/BF16, it stayed bit-identical). With arithmetic
+ * optimization off both graphs reach the same losses, bit for bit. (Tried and not enough to keep grappler off the original: a control edge from it
  * to its clone; the stage's "already rewritten" tag on it.)
  */
 class RecomputeRoundingTest {
@@ -90,11 +92,13 @@ class RecomputeRoundingTest {
     // arithmetic optimization off: the plan changes nothing in the math
     assertThat(losses(tg, lr.graphDef(), false))
         .containsExactlyElementsOf(losses(tg, tg.graphDef(), false));
-    // on (TensorFlow's default): the second loss moves
+    // on (TensorFlow's default): the second loss may move, by rounding only. It moved (1e-7
+    // relative) on an EPYC without AVX-512, where TensorFlow's Eigen kernels run; on an EPYC
+    // with AVX-512 VNNI/BF16 (oneDNN on) the losses stayed bit-identical
     List<Double> ref = losses(tg, tg.graphDef(), true);
     List<Double> lms = losses(tg, lr.graphDef(), true);
     assertThat(lms.get(0)).isEqualTo(ref.get(0));
-    assertThat(lms.get(1)).isNotEqualTo(ref.get(1));
+    assertThat(lms.get(1)).isCloseTo(ref.get(1), withPercentage(1e-4));
     // because grappler rewrote the two forward passes differently
     Map<String, String> before = optimized(tg, tg.graphDef());
     Map<String, String> after = optimized(tg, lr.graphDef());
