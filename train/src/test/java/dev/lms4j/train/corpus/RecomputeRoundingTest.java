@@ -1,7 +1,7 @@
 package dev.lms4j.train.corpus;
 
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.withPercentage;
+import static org.assertj.core.data.Percentage.withPercentage;
 
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.tf.Lms;
