@@ -51,14 +51,12 @@ class ZooUnderBudgetTest {
   private static final java.util.Set<String> CONVOLUTIONAL = java.util.Set.of("resnet", "lenet",
       "resnet18", "resnet50", "resnet101", "vgg16", "unet3d");
 
-  /** True when this CPU has AVX-512 (oneDNN then picks the kernels the budgets were set on). */
-  static boolean avx512() {
-    try {
-      return java.nio.file.Files.readString(java.nio.file.Path.of("/proc/cpuinfo"))
-          .contains(" avx512f");
-    } catch (java.io.IOException e) {
-      return false;
-    }
+  /**
+   * True where TensorFlow runs oneDNN's convolution kernels (AVX-512 VNNI/BF16, AVX-VNNI or AMX,
+   * unless {@code TF_ENABLE_ONEDNN_OPTS} says otherwise): the kernels the budgets were set on.
+   */
+  static boolean oneDnn() {
+    return dev.lms4j.core.graph.ScratchEstimates.host().oneDnn();
   }
 
   static Stream<Arguments> cases() {
@@ -95,15 +93,14 @@ class ZooUnderBudgetTest {
   @MethodSource("cases")
   void rematAndAutoTrainWhereNoLmsRunsOutOfMemory(String model, int batch,
       Map<String, String> options, long budgetMib, boolean rematFits) throws Exception {
-    // The convolutional cases' budgets were measured where oneDNN runs AVX-512 kernels. Without
-    // AVX-512 (AMD EPYC here) its convolution gradients ask for scratch buffers the simulator
-    // does not model (resnet: 14.3 MiB in one Conv2DBackpropFilter at an 18 MiB budget; lenet
-    // 26.8 MiB at 27 MiB): the planners see no need to plan at budgets where TensorFlow runs out
-    // of memory, and these small budgets cannot hold the scratch at all. Modelling kernel
-    // scratch is issue 15; until then these cases run only on AVX-512 machines (named in
-    // .ci/allowed-skips, so no other skip passes CI).
-    Assumptions.assumeTrue(!CONVOLUTIONAL.contains(model) || avx512(),
-        "needs oneDNN's AVX-512 convolution kernels (scratch not modelled: issue 15)");
+    // The convolutional cases' budgets were measured where oneDNN runs the convolutions, whose
+    // gradients take no scratch. Where TensorFlow's own kernels run (an AMD EPYC without
+    // AVX-512), a filter gradient asks for a col buffer of ~14-27 MiB whatever the batch
+    // (ScratchEstimates models it): at these budgets no plan can hold it, so the planners say so
+    // and the cases cannot run there (named in .ci/allowed-skips, so no other skip passes CI).
+    Assumptions.assumeTrue(!CONVOLUTIONAL.contains(model) || oneDnn(),
+        "needs oneDNN's convolution kernels: TensorFlow's own take a col buffer larger than "
+            + "these budgets");
     TrainingGraph tg = ModelZoo.getOrThrow(model).build(batch, options);
     long budget = budgetMib * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
