@@ -79,28 +79,29 @@ class ScratchModelTest {
 
   @Test
   void measuredZeroReplacesTheEstimateAndWithoutScratchIsTheOldModel() {
-    // a filter gradient of two 1 MiB activations with a 3x3 kernel: TensorFlow's kernel asks
-    // for a col buffer of 7 images (30 MiB / 1245184-element work units) of 256 x 2304 floats
+    // a float64 filter gradient (oneDNN takes float32 only, so TensorFlow's own kernel runs on
+    // every CPU) of two 2 MiB activations with a 3x3 kernel: it asks for a col buffer of 4
+    // images (30 MiB / 8 B / 1245184-element work units) of 256 x 2304 doubles
     DataflowGraph g = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(),
-            new Tensor("float32", new long[] {4, 16, 16, 256}, 1L << 20, false))
+            new Tensor("float64", new long[] {4, 16, 16, 256}, 2L << 20, false))
         .op("dy", "Placeholder", OpCategory.FORWARD, List.of(),
-            new Tensor("float32", new long[] {4, 16, 16, 256}, 1L << 20, false))
+            new Tensor("float64", new long[] {4, 16, 16, 256}, 2L << 20, false))
         .op("fs", "Const", OpCategory.FORWARD, List.of(),
             new Tensor("int32", new long[] {4}, 16, false))
         .op("dw", "Conv2DBackpropFilter", OpCategory.BACKWARD, List.of("x", "fs", "dy"),
-            new Tensor("float32", new long[] {3, 3, 256, 256}, 9L * 256 * 256 * 4, false))
+            new Tensor("float64", new long[] {3, 3, 256, 256}, 9L * 256 * 256 * 8, false))
         .build();
     int dw = g.opOrThrow("dw").id();
-    long col = 7L * 256 * 2304 * 4;
+    long col = 4L * 256 * 2304 * 8;
     assertThat(g.scratchBytes(dw)).isEqualTo(col)
         .isEqualTo(ScratchEstimates.estimate(g, g.op(dw)));
     assertThat(g.withScratch(Map.of("dw", 0L)).scratchBytes(dw)).isZero();
     assertThat(g.withoutScratch().scratchBytes(dw)).isZero();
-    // resident feeds and constant: 2 MiB + 16 B; dw's output 2.25 MiB plus its col buffer
-    long resident = (2L << 20) + 16;
-    assertThat(peak(g)).isEqualTo(resident + 9L * 256 * 256 * 4 + col);
-    assertThat(peak(g.withoutScratch())).isEqualTo(resident + 9L * 256 * 256 * 4);
+    // resident feeds and constant: 4 MiB + 16 B; dw's output 4.5 MiB plus its col buffer
+    long resident = (4L << 20) + 16;
+    assertThat(peak(g)).isEqualTo(resident + 9L * 256 * 256 * 8 + col);
+    assertThat(peak(g.withoutScratch())).isEqualTo(resident + 9L * 256 * 256 * 8);
   }
 
   @Test
