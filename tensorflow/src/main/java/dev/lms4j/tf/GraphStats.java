@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.ScratchEstimates;
 
 /**
  * Sizes of a graph, as the LMS log and the report give them.
@@ -34,6 +35,9 @@ public record GraphStats(int ops, int edges, int tensors, long parameterBytes, S
     log.info("[LMS][0] The largest operation is {} consuming {} MiB", largestOp,
         String.format("%.1f", largestOpBytes / 1048576.0));
     log.info("[LMS][0] Original categorized topological sort has {} levels.", levels);
+    log.info("[LMS][0] Kernel scratch estimated for {} convolution kernels ({} threads, "
+        + "L3 {} MiB)", ScratchEstimates.host().oneDnn() ? "oneDNN's" : "TensorFlow's own",
+        ScratchEstimates.host().threads(), ScratchEstimates.host().l3Bytes() >> 20);
     return this;
   }
 }
