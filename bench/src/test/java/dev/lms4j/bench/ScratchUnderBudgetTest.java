@@ -9,6 +9,8 @@ import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
 import dev.lms4j.train.corpus.Corpus;
 import java.nio.file.Path;
+import dev.lms4j.core.graph.ScratchEstimates;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -23,6 +25,11 @@ class ScratchUnderBudgetTest {
 
   @Test
   void tracedScratchPredictsTheRealBudget(@TempDir Path dir) throws Exception {
+    // TensorFlow's own convolution gradients take a col buffer; where oneDNN runs them (AVX-512
+    // VNNI/BF16) they take none, so there is no scratch for the old model to miss (that side is
+    // checked by MeasuredScratchTest and ScratchEstimatesTest; named in .ci/allowed-skips)
+    Assumptions.assumeFalse(ScratchEstimates.host().oneDnn(),
+        "oneDNN runs the convolutions here: their gradients take no scratch");
     TrainingGraph tg = Corpus.getOrThrow("resnet-resource").build(Corpus.Size.SMALL, 42);
     tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
     ScratchTrace trace = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"),

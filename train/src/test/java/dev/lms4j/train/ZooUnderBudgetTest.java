@@ -63,14 +63,19 @@ class ZooUnderBudgetTest {
     return Stream.of(
         // measured peak without LMS ~38.1 MiB; remat plans 28.8 MiB for 0.9 x 33 = 29.7
         Arguments.of("mlp", 2048, Map.of("width", "256"), 33L, true),
-        // ~25.0 MiB; remat plans 15.4 MiB for 0.9 x 18 = 16.2
-        Arguments.of("resnet", 16, Map.of("width", "16", "image", "64"), 18L, true),
+        // ~25.0 MiB; remat's groups reach a simulated 18 MiB ("about 21 MiB") since the model
+        // holds the max-pool gradient's arg-max indices and the initialisers' held constants;
+        // 21 MiB: 0.9 x 21 = 18.9
+        Arguments.of("resnet", 16, Map.of("width", "16", "image", "64"), 21L, true),
         // lenet is not here: at batch 512 its peak is ~26.9 MiB, but weights, feeds and the
         // largest op (conv1's ReluGrad: 3 x 6.1 MiB) need ~20 MiB, so auto's floor (25 MiB)
         // leaves no budget MARGIN below the peak; LeNet trains under a real budget with LMS in
         // CliTest (trainer, 88 MiB) and ProbeTest
-        // ~23.2 MiB; remat plans 13.4 MiB for 0.9 x 16 = 14.4
-        Arguments.of("resnet18", 32, Map.of("width", "16", "image", "64"), 16L, true),
+        // ~23.2 MiB; remat's groups reach a simulated 14 MiB, "about 17 MiB", so at 16 MiB
+        // remat must say so while remat-xla and auto train (at 18 MiB remat-xla's plan,
+        // accepted at a simulated 16.2, ran out of memory without the probe: 576 KiB in
+        // gradients/Conv2DBackpropFilter)
+        Arguments.of("resnet18", 32, Map.of("width", "16", "image", "64"), 16L, false),
         // ~22.6 MiB; remat plans 12.2 MiB for 0.9 x 15 = 13.5
         Arguments.of("resnet50", 16, Map.of("width", "4", "image", "96"), 15L, true),
         // ~17.2 MiB; remat plans 10.8 MiB for 0.9 x 13 = 11.7
