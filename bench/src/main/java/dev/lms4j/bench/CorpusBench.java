@@ -63,13 +63,22 @@ public final class CorpusBench {
    * One column of the table: a method, and for an lms4j mode whether the rewrites before
    * planning ({@code GradientSums}, {@code OptimizerEdges}; on by default) run.
    */
-  record Column(String label, Method method, boolean pre) {
+  record Column(String label, Method method, boolean pre, boolean probe) {
     static Column of(Method m) {
-      return new Column(m.label, m, true);
+      return new Column(m.label, m, true, false);
     }
 
     static Column withoutPre(Method m) {
-      return new Column(m.label + " (no pre-rewrites)", m, false);
+      return new Column(m.label + " (no pre-rewrites)", m, false, false);
+    }
+
+    /**
+     * An lms4j mode as {@code run}, {@code train} and the LMS callback use it: its plan is
+     * probed under the budget ({@code Probe.closeLoop}: the other modes' plans when it runs out
+     * of memory, then lower limits), and the graph the probe hands back is run again.
+     */
+    static Column probed(Method m) {
+      return new Column(m.label + " + probe", m, true, true);
     }
   }
   private static final int STEPS = 2;
@@ -200,6 +209,7 @@ public final class CorpusBench {
     List<Column> rest = new ArrayList<>();
     TF_MODES.subList(1, TF_MODES.size()).forEach(m -> rest.add(Column.of(m)));
     LMS_MODES.forEach(m -> rest.add(Column.of(m)));
+    rest.add(Column.probed(Method.AUTO));
     if (preChanges) {
       LMS_MODES.forEach(m -> rest.add(Column.withoutPre(m)));
     }
@@ -248,6 +258,9 @@ public final class CorpusBench {
         if (p.planner != null) {
           row.put("planner", p.planner);
         }
+        if (p.replans >= 0) {
+          row.put("probe_replans", p.replans);
+        }
         if (p.pre != null) {
           row.put("gradient_sums", p.pre.gradientSums())
               .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved());
@@ -292,6 +305,8 @@ public final class CorpusBench {
     String why = "";
     /** lms4j left the graph as given: the very graph TensorFlow's minimum was found with. */
     boolean asGiven;
+    /** For a probed column: the re-plans the probe made (-1 otherwise). */
+    int replans = -1;
   }
 
   /**
@@ -355,6 +370,7 @@ public final class CorpusBench {
             best.identical = p.identical;
             best.planner = p.planner;
             best.pre = p.pre;
+            best.replans = p.replans;
           }
         }
         return true;
@@ -381,7 +397,20 @@ public final class CorpusBench {
     Probe p = new Probe();
     long budget = mib << 20;
     TrainingGraph run = tg;
-    if (m.isLms()) {
+    if (m.isLms() && c.probe()) {
+      Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
+      dev.lms4j.tf.run.Probe.Outcome o = dev.lms4j.tf.run.Probe.closeLoop(tg, lms,
+          dev.lms4j.tf.run.Probe.Options.of(budget, dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO));
+      if (!o.trains()) {
+        p.why = "probe: " + o.verdict().name().toLowerCase(Locale.ROOT) + " ("
+            + firstLine(o.message()) + ")";
+        return p;
+      }
+      run = new TrainingGraph(o.graphDef(), tg.manifest());
+      p.predictedPeak = o.result().predictedPeakAfter();
+      p.planner = o.result().planner() == null ? "as given" : o.result().planner();
+      p.replans = o.replans();
+    } else if (m.isLms()) {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
             .optimizerEdges(c.pre()).build();

@@ -23,7 +23,8 @@ import picocli.CommandLine.Option;
         "corpus: per corpus family (graphs built as TF Java users build them: resource "
             + "variables, framework optimizers, unrolled RNNs, embeddings, U-Net, ...), "
             + "TensorFlow's own smallest budget under each grappler memory_optimization mode "
-            + "and each lms4j mode's (tflms, swap, remat, auto) as a fraction of it, predicted vs "
+            + "and each lms4j mode's (tflms, swap, remat, auto as Lms.rewrite hands its plans "
+            + "over, and auto + probe as run and train use it) as a fraction of it, predicted vs "
             + "measured peak; --size bench (default) or small, --families a,b, --tag NAME "
             + "(files corpus-NAME.json/.md). About an hour at bench size on 2 cores.",
         "fidelity: how well the memory model predicts TensorFlow. It RUNS each graph: one "
