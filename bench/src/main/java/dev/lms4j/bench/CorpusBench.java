@@ -305,6 +305,8 @@ public final class CorpusBench {
     String why = "";
     /** lms4j left the graph as given: the very graph TensorFlow's minimum was found with. */
     boolean asGiven;
+    /** TensorFlow's confirmed result was taken for it ({@link #asGiven}, at its minimum). */
+    boolean tookTfResult;
     /** For a probed column: the re-plans the probe made (-1 otherwise). */
     int replans = -1;
   }
@@ -359,8 +361,8 @@ public final class CorpusBench {
     Bisection.Edge e = Bisection.search(lo, hi, step, mib -> {
       Probe p = attempt(tg, m, mib, reference, tfMin);
       say(out, "  %-18s %-16s %5d MiB: %s", family, m.label(), mib,
-          p.mib > 0 ? (p.asGiven ? "trains (graph as given, as TensorFlow's confirmed minimum)"
-              : "trains") : p.why);
+          p.mib > 0 ? (p.tookTfResult ? "trains (graph as given: TensorFlow's confirmed "
+              + "minimum)" : p.asGiven ? "trains (graph as given)" : "trains") : p.why);
       if (p.mib > 0) {
         synchronized (best) {
           if (best.mib < 0 || p.mib < best.mib) {
@@ -424,6 +426,7 @@ public final class CorpusBench {
           p.mib = mib;
           p.measuredPeak = tfMin.measuredPeak;
           p.identical = tfMin.identical;
+          p.tookTfResult = true;
           return p;
         }
       } catch (PlanningException e) {

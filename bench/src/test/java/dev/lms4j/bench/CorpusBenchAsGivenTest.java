@@ -29,12 +29,14 @@ class CorpusBenchAsGivenTest {
     assertThat(p.mib).isEqualTo(1024);
     assertThat(p.measuredPeak).isEqualTo(3L << 20);
     assertThat(p.identical).isTrue();
+    assertThat(p.tookTfResult).isTrue();
     // below TensorFlow's minimum nothing is taken over: the unchanged graph really runs (and
     // this small graph trains at 256 MiB, with its own traced peak)
     tfMin.mib = 2048;
     CorpusBench.Probe below = CorpusBench.attempt(tg, CorpusBench.Column.of(Method.TFLMS), 256,
         new double[0], tfMin);
     assertThat(below.asGiven).isTrue();
+    assertThat(below.tookTfResult).isFalse();
     assertThat(below.mib).isEqualTo(256);
     assertThat(below.measuredPeak).isPositive().isNotEqualTo(3L << 20);
   }

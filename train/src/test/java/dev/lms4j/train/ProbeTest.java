@@ -251,6 +251,29 @@ class ProbeTest {
   }
 
   /**
+   * The corpus densenet (bench size; TensorFlow needs 80 MiB on a CPU with oneDNN, 104 without)
+   * at 26 MiB: auto refuses ("about 27 MiB") and the unmodified graph runs out of memory. The
+   * smallest budget named must be one where lms4j trains, not the unmodified graph's need: a
+   * plan for the planner's estimate is tried with every mode (auto's plan there ran out of
+   * memory), then budgets an eighth higher (measured: 27 MiB ran out of memory, tflms's plan for
+   * 31 MiB trained; before, the refusal named 74 MiB, the unmodified graph's traced peak).
+   */
+  @Test
+  void aRefusalNamesTheSmallestBudgetWithLmsNotTheUnmodifiedGraphs() throws Exception {
+    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.DENSENET
+        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    long budget = 26 * MIB;
+    Lms auto = Lms.builder().budget(budget).build();
+    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
+        auto.budget().memRatio()));
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
+    assertThat(o.message()).contains("checked: a plan for");
+    // checked up to two steps above the estimate (27, 31, 35 MiB), where tflms trains at 30
+    assertThat(o.smallestBudgetBytes()).as(o.message()).isGreaterThan(budget)
+        .isLessThanOrEqualTo(40 * MIB);
+  }
+
+  /**
    * One 2048 x 2048 layer (weight and gradient 16 MiB each; traced peak without a limit ~49 MiB,
    * TensorFlow needs 50 MiB) at 20 MiB: the planner refuses, the unmodified graph runs out of
    * memory, so the budget is refused with a smallest budget that a last probe confirms: the

@@ -270,7 +270,7 @@ public final class Probe {
       }
       LOG.info("[LMS][probe] The planner refuses {} MiB ({}); probing the unmodified graph",
           Budget.mib(budget), refused.getMessage());
-      return unmodifiedOrRefuse(tg, planner, o, attempts, 0, refused, null);
+      return unmodifiedOrRefuse(tg, planner, alternatives, o, attempts, 0, refused, null);
     }
     int replans = 0;
     long largestFailed = -1;
@@ -358,7 +358,7 @@ public final class Probe {
       plan = replanned;
       replans++;
     }
-    return unmodifiedOrRefuse(tg, planner, o, attempts, replans, null,
+    return unmodifiedOrRefuse(tg, planner, alternatives, o, attempts, replans, null,
         new Failed(last, largestFailed));
   }
 
@@ -409,8 +409,9 @@ public final class Probe {
    * Probes the unmodified graph; trains it when it passes, else refuses with the smallest budget
    * that could work.
    */
-  private static Outcome unmodifiedOrRefuse(TrainingGraph tg, Planner planner, Options o,
-      List<Attempt> attempts, int replans, PlanningException refused, Failed failed) {
+  private static Outcome unmodifiedOrRefuse(TrainingGraph tg, Planner planner,
+      List<Planner> alternatives, Options o, List<Attempt> attempts, int replans,
+      PlanningException refused, Failed failed) {
     long budget = o.budgetBytes();
     boolean lastWasUnmodified = failed != null && !failed.plan().rewritten()
         && failed.plan().scheduling() == null;
@@ -452,16 +453,36 @@ public final class Probe {
     boolean checked = false;
     long estimate = refused != null ? Budget.mibUp(refused.smallestBudgetBytes()) : -1;
     if (estimate > Budget.mib(budget) && (smallest < 0 || estimate < needMib)) {
-      // the planner's estimate is below what the unmodified graph needs: try a plan there
-      String tried = planAndProbe(tg, planner, o, estimate);
-      if (tried == null || smallest < 0) {
+      // the planner's estimate is below what the unmodified graph needs: try plans there (the
+      // planner's, then the other modes'), and where none trains, at most CHECKS - 1 budgets
+      // an eighth higher each, while they stay below the unmodified graph's need
+      long at = estimate;
+      List<String> misses = new ArrayList<>();
+      String tried = planAndProbe(tg, planner, alternatives, o, at);
+      for (int k = 1; k < CHECKS && tried != null; k++) {
+        long higher = Budget.mibUp((at << 20) + Math.max(1L << 20, (at << 20) / 8));
+        if (smallest >= 0 && higher >= needMib) {
+          break;
+        }
+        misses.add(at + " MiB: " + tried);
+        at = higher;
+        tried = planAndProbe(tg, planner, alternatives, o, at);
+      }
+      String before = misses.isEmpty() ? "" : " (" + String.join("; ", misses) + ")";
+      if (tried == null) {
+        smallest = at << 20;
+        needMib = at;
+        how = at == estimate ? "the planner's estimate; checked: a plan for " + at
+            + " MiB trains at it" : "checked: a plan for " + at + " MiB trains at it, above "
+            + "the planner's estimate of " + estimate + " MiB" + before;
+        checked = true;
+      } else if (smallest < 0) {
         smallest = estimate << 20;
         needMib = estimate;
-        how = "the planner's estimate" + (tried == null ? "; checked: a plan for " + estimate
-            + " MiB trains at it" : "; not confirmed: " + tried);
+        how = "the planner's estimate; not confirmed: " + tried + before;
         checked = true;
       } else {
-        how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried;
+        how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried + before;
       }
     }
     if (!checked && free.fits()) {
@@ -511,7 +532,26 @@ public final class Probe {
    *
    * @return null when it trains, else what happened
    */
-  private static String planAndProbe(TrainingGraph tg, Planner planner, Options o, long mib) {
+  private static String planAndProbe(TrainingGraph tg, Planner planner,
+      List<Planner> alternatives, Options o, long mib) {
+    List<Planner> all = new ArrayList<>();
+    all.add(planner);
+    all.addAll(alternatives);
+    String first = null;
+    for (Planner p : all) {
+      String why = planAndRun(tg, p, o, mib);
+      if (why == null) {
+        return null;
+      }
+      if (first == null) {
+        first = why;
+      }
+    }
+    return first;
+  }
+
+  /** Plans for {@code mib} MiB and runs the plan there: null when it trains, else why not. */
+  private static String planAndRun(TrainingGraph tg, Planner planner, Options o, long mib) {
     LmsResult p;
     try {
       p = planner.plan(new Budget(mib << 20, o.memRatio()));
@@ -520,11 +560,12 @@ public final class Probe {
     }
     RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, STEPS, o.seed(),
         true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
-    LOG.info("[LMS][probe] A plan for the planner's estimate, {} MiB: {}", mib,
-        r.fits() ? "trains" : "does not train");
+    LOG.info("[LMS][probe] A plan ({}) for {} MiB: {}", p.planner() == null ? "none"
+        : p.planner(), mib, r.fits() ? "trains" : "does not train");
     return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
         : "failed: " + r.error());
   }
+
 
   /** Probes one graph: init and two steps, the second traced, under the budget, in a worker JVM. */
   private static Attempt probe(TrainingGraph tg, GraphDef gd, int number, String graph,
