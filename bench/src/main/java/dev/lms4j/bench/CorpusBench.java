@@ -220,10 +220,10 @@ public final class CorpusBench {
     }
     final long preLo = Math.max(1, (Math.min(floor, preFloor) >> 20) / 2);
     List<Future<Probe>> futures = new ArrayList<>();
+    Probe atMin = found.get(none);
     for (Column m : rest) {
       long top = tfMin;
       long from = m.method().isLms() && m.pre() ? preLo : lo;
-      Probe atMin = found.get(none);
       futures.add(pool.submit(() -> smallest(f.label(), tg, m, from, top, resolution, reference,
           atMin, out)));
     }
@@ -402,7 +402,7 @@ public final class CorpusBench {
     if (m.isLms() && c.probe()) {
       Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
       dev.lms4j.tf.run.Probe.Outcome o = dev.lms4j.tf.run.Probe.closeLoop(tg, lms,
-          dev.lms4j.tf.run.Probe.Options.of(budget, dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO));
+          dev.lms4j.tf.run.Probe.Options.of(budget, lms.budget().memRatio()));
       if (!o.trains()) {
         p.why = "probe: " + o.verdict().name().toLowerCase(Locale.ROOT) + " ("
             + firstLine(o.message()) + ")";

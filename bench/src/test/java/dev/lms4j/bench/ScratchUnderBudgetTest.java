@@ -3,13 +3,13 @@ package dev.lms4j.bench;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.ScratchEstimates;
 import dev.lms4j.tf.ScratchTrace;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
 import dev.lms4j.train.corpus.Corpus;
 import java.nio.file.Path;
-import dev.lms4j.core.graph.ScratchEstimates;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;

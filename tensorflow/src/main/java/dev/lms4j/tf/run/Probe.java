@@ -528,18 +528,21 @@ public final class Probe {
   }
 
   /**
-   * Plans for {@code mib} MiB at the first memory ratio and probes the plan there.
+   * Plans for {@code mib} MiB at the first memory ratio with {@code planner}, then with each of
+   * the {@code alternatives}, and runs each plan there until one trains; a plan identical to one
+   * already run is not run again (as {@link #alternative} skips them).
    *
-   * @return null when it trains, else what happened
+   * @return null when a plan trains, else what happened to the first planner's
    */
   private static String planAndProbe(TrainingGraph tg, Planner planner,
       List<Planner> alternatives, Options o, long mib) {
     List<Planner> all = new ArrayList<>();
     all.add(planner);
     all.addAll(alternatives);
+    List<GraphDef> seen = new ArrayList<>();
     String first = null;
     for (Planner p : all) {
-      String why = planAndRun(tg, p, o, mib);
+      String why = planAndRun(tg, p, o, mib, seen);
       if (why == null) {
         return null;
       }
@@ -550,14 +553,24 @@ public final class Probe {
     return first;
   }
 
-  /** Plans for {@code mib} MiB and runs the plan there: null when it trains, else why not. */
-  private static String planAndRun(TrainingGraph tg, Planner planner, Options o, long mib) {
+  /**
+   * Plans for {@code mib} MiB and runs the plan there, unless its graph is in {@code seen} (then
+   * it is not run again); adds the graph to {@code seen}.
+   *
+   * @return null when it trains, else why not
+   */
+  private static String planAndRun(TrainingGraph tg, Planner planner, Options o, long mib,
+      List<GraphDef> seen) {
     LmsResult p;
     try {
       p = planner.plan(new Budget(mib << 20, o.memRatio()));
     } catch (PlanningException e) {
       return "the planner refuses " + mib + " MiB too";
     }
+    if (seen.contains(p.graphDef())) {
+      return "the same plan for " + mib + " MiB again";
+    }
+    seen.add(p.graphDef());
     RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, STEPS, o.seed(),
         true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
     LOG.info("[LMS][probe] A plan ({}) for {} MiB: {}", p.planner() == null ? "none"
@@ -565,7 +578,6 @@ public final class Probe {
     return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
         : "failed: " + r.error());
   }
-
 
   /** Probes one graph: init and two steps, the second traced, under the budget, in a worker JVM. */
   private static Attempt probe(TrainingGraph tg, GraphDef gd, int number, String graph,
