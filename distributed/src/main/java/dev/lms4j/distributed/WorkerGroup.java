@@ -174,15 +174,27 @@ public final class WorkerGroup {
       long deadline = System.nanoTime() + timeout.toNanos();
       int failed = -1;
       boolean timedOut = false;
+      boolean graceTaken = false;
       while (true) {
         boolean allDone = true;
-        for (int t = 0; t < n && failed < 0; t++) {
+        for (int t = 0; t < n; t++) {
           Process p = procs.get(t);
           if (p.isAlive()) {
             allDone = false;
-          } else if (p.exitValue() != 0) {
+          } else if (p.exitValue() != 0 && (failed < 0
+              || rootCauseRank(p.exitValue(), oom, t) > rootCauseRank(
+                  procs.get(failed).exitValue(), oom, failed))) {
+            // when one worker dies, its peers fail soon after ("connection reset"): of the
+            // workers found dead together, name the one that caused it
             failed = t;
           }
+        }
+        if (failed >= 0 && rootCauseRank(procs.get(failed).exitValue(), oom, failed) == 0
+            && !graceTaken && n > 1) {
+          // a plain exit may be a peer's reaction to a death not yet reaped: look once more
+          graceTaken = true;
+          Thread.sleep(500);
+          continue;
         }
         if (failed >= 0 || allDone) {
           break;
@@ -231,6 +243,19 @@ public final class WorkerGroup {
       procs.forEach(Process::destroyForcibly);
       throw e;
     }
+  }
+
+  /**
+   * How likely a dead worker is the cause of a job's failure rather than a peer that noticed it:
+   * out of memory first, then killed by a signal, then any other exit.
+   */
+  private static int rootCauseRank(int code, String[] oom, int slot) {
+    synchronized (oom) {
+      if (oom[slot] != null) {
+        return 2;
+      }
+    }
+    return code > 128 ? 1 : 0;
   }
 
   /** Why a worker ended: its exit code and its last "lms4j:" line (or last line). */
