@@ -48,8 +48,9 @@ import org.slf4j.LoggerFactory;
  * mode: worse than TensorFlow), not searched above it.
  *
  * <p>Where the rewrites lms4j runs before planning ({@code GradientSums}, {@code OptimizerEdges},
- * on by default) change a family's graph, each lms4j mode is measured with them and without them
- * ({@code --no-gradient-sums --no-optimizer-edges}), side by side in the same run.
+ * {@code SparseUpdates}, on by default) change a family's graph, each lms4j mode is measured with
+ * them and without them ({@code --no-gradient-sums --no-optimizer-edges --no-sparse-updates}),
+ * side by side in the same run.
  */
 public final class CorpusBench {
   private static final Logger LOG = LoggerFactory.getLogger(CorpusBench.class);
@@ -263,7 +264,8 @@ public final class CorpusBench {
         }
         if (p.pre != null) {
           row.put("gradient_sums", p.pre.gradientSums())
-              .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved());
+              .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved())
+              .put("sparse_updates", p.pre.sparseUpdates());
         }
       } else {
         row.put("why", p.why);
@@ -277,7 +279,8 @@ public final class CorpusBench {
   /** The floor ({@link LowerBound}) of the graph after the rewrites before planning. */
   private static long floorAfterPre(TrainingGraph tg) {
     dev.lms4j.tf.OptimizerEdges.Result edges = dev.lms4j.tf.OptimizerEdges.relax(tg);
-    TrainingGraph relaxed = new TrainingGraph(edges.graphDef(), tg.manifest());
+    TrainingGraph relaxed = new TrainingGraph(dev.lms4j.tf.SparseUpdates.rewrite(
+        edges.graphDef(), tg.manifest().feedShapes()).graphDef(), tg.manifest());
     TrainingGraph summed = new TrainingGraph(dev.lms4j.tf.GradientSums.rewrite(relaxed,
         dev.lms4j.tf.GradientSums.Options.defaults()).graphDef(), tg.manifest());
     return LowerBound.of(GraphImporter.importGraph(summed.graphDef(),
@@ -291,7 +294,9 @@ public final class CorpusBench {
         .isEmpty()) {
       return true;
     }
-    return dev.lms4j.tf.OptimizerEdges.relax(tg).changed();
+    return dev.lms4j.tf.OptimizerEdges.relax(tg).changed()
+        || dev.lms4j.tf.SparseUpdates.rewrite(tg.graphDef(), tg.manifest().feedShapes())
+            .changed();
   }
 
   /** The outcome of one method's search. */
@@ -415,7 +420,7 @@ public final class CorpusBench {
     } else if (m.isLms()) {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
-            .optimizerEdges(c.pre()).build();
+            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());
         p.predictedPeak = lr.predictedPeakAfter();

@@ -144,6 +144,13 @@ final class LmsOptions {
           + "update waits for its own gradient and for the step's reads of its variable only.")
   boolean noOptimizerEdges;
 
+  @Option(names = "--no-sparse-updates",
+      description = "Leave a gradient-descent update of a gathered table (an embedding) by its "
+          + "dense, table-sized gradient as it is. By default every planning mode first turns it "
+          + "into an update of the rows looked up (bit-identical), so a step no longer holds a "
+          + "second table.")
+  boolean noSparseUpdates;
+
   @Option(names = "--no-init-constants",
       description = "Let TensorFlow fold large zero or constant initializer Fills (e.g. "
           + "optimizer slots) into constants that it holds for the session's life.")
@@ -239,7 +246,7 @@ final class LmsOptions {
   LmsBuilder configure(LmsBuilder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
-        .initConstants(!noInitConstants);
+        .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

@@ -51,6 +51,8 @@ final class Reports {
           .put("optimizer_edges_added", p.optimizerEdgesAdded())
           .put("init_constants", p.initConstants())
           .put("init_constant_bytes", p.initConstantBytes())
+          .put("sparse_updates", p.sparseUpdates())
+          .put("sparse_update_bytes", p.sparseUpdateBytes())
           .put("peak_after_bytes", p.peakAfter());
     }
     if (!lms.plan().swapOuts().isEmpty()) {

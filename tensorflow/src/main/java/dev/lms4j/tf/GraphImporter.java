@@ -264,7 +264,7 @@ public final class GraphImporter {
     };
   }
 
-  private static GraphDef withFeedShapes(GraphDef gd, Map<String, long[]> feedShapes) {
+  static GraphDef withFeedShapes(GraphDef gd, Map<String, long[]> feedShapes) {
     if (feedShapes.isEmpty()) {
       return gd;
     }

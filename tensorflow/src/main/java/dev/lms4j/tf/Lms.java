@@ -77,6 +77,7 @@ public final class Lms {
   private final GradientSums.Options gradientSums;
   private final boolean optimizerEdges;
   private final boolean initConstants;
+  private final boolean sparseUpdates;
   private final boolean allocatorCheck;
   private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
@@ -99,6 +100,7 @@ public final class Lms {
     this.gradientSums = b.gradientSums;
     this.optimizerEdges = b.optimizerEdges;
     this.initConstants = b.initConstants;
+    this.sparseUpdates = b.sparseUpdates;
     this.allocatorCheck = b.allocatorCheck;
     this.scratch = b.scratch;
     LmsMode m = b.mode != null ? b.mode
@@ -306,7 +308,7 @@ public final class Lms {
           givenGd = gd;
           givenModel = model;
           givenPre = new LmsResult.PreRewrites(0, 0, 0,
-              SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes);
+              SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes, 0, 0);
         }
       }
       int removed = 0;
@@ -322,6 +324,21 @@ public final class Lms {
       } else if (optimizerEdges) {
         LOG.info("[LMS][0] Optimizer edges left as they are: the ops a step runs are not known");
       }
+      int sparse = 0;
+      long sparseBytes = 0;
+      if (sparseUpdates) {
+        SparseUpdates.Result r = SparseUpdates.rewrite(gd, feedShapes);
+        if (r.changed()) {
+          gd = r.graphDef();
+          sparse = r.updates().size();
+          sparseBytes = r.bytes();
+          model = importModel(gd, feedShapes, runOps);
+          LOG.info("[LMS][0] Before planning: {} dense gradient-descent updates of gathered "
+              + "tables now update only the rows looked up (bit-identical; {} MiB of dense "
+              + "gradients a step no longer computes): {}", sparse,
+              String.format("%.1f", sparseBytes / 1048576.0), r.updates());
+        }
+      }
       int sums = 0;
       if (gradientSums != null) {
         List<AddNChains.Chain> chains = GradientSums.chains(model, gradientSums);
@@ -333,7 +350,8 @@ public final class Lms {
       }
       if (gd != given) {
         pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
-            SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes);
+            SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes, sparse,
+            sparseBytes);
         LOG.info("[LMS][0] Before planning: {} gradient sums turned into running accumulations, "
             + "{} optimizer control edges removed ({} added to keep variable reads before "
             + "updates); simulated peak {} -> {} MiB", sums, removed, addedEdges,

@@ -37,6 +37,7 @@ public final class LmsBuilder implements Cloneable {
   GradientSums.Options gradientSums = GradientSums.Options.defaults();
   boolean optimizerEdges = true;
   boolean initConstants = true;
+  boolean sparseUpdates = true;
   boolean allocatorCheck = true;
   Map<String, Long> scratch = Map.of();
 
@@ -83,6 +84,18 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder initConstants(boolean on) {
     this.initConstants = on;
+    return this;
+  }
+
+  /**
+   * Whether a plain gradient-descent update of a gathered table by its dense, table-sized
+   * gradient is turned into an update of the rows looked up before planning (default on,
+   * {@link SparseUpdates}; bit-identical): TF Java's gradient of a gather is a dense
+   * {@code UnsortedSegmentSum} as large as the table, which the step then no longer computes.
+   * Off: {@code --no-sparse-updates}.
+   */
+  public LmsBuilder sparseUpdates(boolean on) {
+    this.sparseUpdates = on;
     return this;
   }
 

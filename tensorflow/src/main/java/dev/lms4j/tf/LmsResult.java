@@ -37,9 +37,12 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
    * @param initConstants         initializer {@code Fill}s kept from constant folding
    *                              ({@link InitConstants})
    * @param initConstantBytes     those Fills' output bytes together
+   * @param sparseUpdates         dense table updates made sparse ({@link SparseUpdates})
+   * @param sparseUpdateBytes     the dense gradients' bytes a step no longer computes
    */
   public record PreRewrites(int gradientSums, int optimizerEdgesRemoved,
-      int optimizerEdgesAdded, long peakAfter, int initConstants, long initConstantBytes) {
+      int optimizerEdgesAdded, long peakAfter, int initConstants, long initConstantBytes,
+      int sparseUpdates, long sparseUpdateBytes) {
     /** Nothing rewritten. */
     public static final PreRewrites NONE = new PreRewrites(0, 0, 0, 0);
 
@@ -53,13 +56,13 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
      */
     public PreRewrites(int gradientSums, int optimizerEdgesRemoved, int optimizerEdgesAdded,
         long peakAfter) {
-      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0);
+      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0, 0, 0);
     }
 
     /** Whether any of them changed the graph. */
     public boolean changed() {
       return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0
-          || initConstants > 0;
+          || initConstants > 0 || sparseUpdates > 0;
     }
   }
 
