@@ -475,7 +475,8 @@ public final class CorpusBench {
             + "minimum (the unmodified graph, grappler's default). `=` marks losses "
             + "bit-identical to the unbudgeted run's, `!=` different. lms4j modes run with the "
             + "rewrites before planning (gradient sums as running accumulations, relaxed "
-            + "optimizer edges; the default); where those change a family's graph, the modes "
+            + "optimizer edges, sparse table updates; the default); where those change a "
+            + "family's graph, the modes "
             + "are measured without them too, in the same run (`(no pre-rewrites)`).\n\n");
     List<String> labels = new ArrayList<>();
     for (var f : root.path("families")) {
