@@ -65,7 +65,7 @@ public final class RecomputeRewriter {
         }
         if (root) {
           for (String t : gr.triggers()) {
-            c.addInput("^" + t);
+            c.addInput("^" + ControlSources.of(nodes, t));
           }
         }
         c.putAttr("_grappler_do_not_remove", AttrValue.newBuilder().setB(true).build());

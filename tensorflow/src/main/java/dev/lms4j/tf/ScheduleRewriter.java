@@ -128,12 +128,13 @@ public final class ScheduleRewriter {
             + " names an op the graph does not have: "
             + (to == null ? e.to() : e.from()));
       }
+      String from = ControlSources.of(nodes, e.from());
       boolean present = false;
       for (String in : to.getInputList()) {
-        present |= GraphImporter.opName(in).equals(e.from());
+        present |= GraphImporter.opName(in).equals(from);
       }
-      if (!present) {
-        to.addInput("^" + e.from());
+      if (!present && !from.equals(e.to())) {
+        to.addInput("^" + from);
         added++;
       }
     }

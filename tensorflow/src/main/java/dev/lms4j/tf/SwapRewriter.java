@@ -141,7 +141,7 @@ public final class SwapRewriter {
             String read = si.name() + "/read";
             added.add(node(read, "ReadFile", "", so.name() + "/path").addInput("^" + fileWrite));
             for (String t : si.triggers()) {
-              added.get(added.size() - 1).addInput("^" + t);
+              added.get(added.size() - 1).addInput("^" + ControlSources.of(nodes, t));
             }
             reads.add(read);
             in = node(si.name(), "ParseTensor", device, read).putAttr("out_type", type(dt));
@@ -150,7 +150,7 @@ public final class SwapRewriter {
         }
         if (tier != Tier.DISK) {
           for (String t : si.triggers()) {
-            in.addInput("^" + t);
+            in.addInput("^" + ControlSources.of(nodes, t));
           }
         }
         added.add(in);
@@ -172,7 +172,7 @@ public final class SwapRewriter {
       }
     }
     for (SwapPlan.ControlEdge e : plan.controlEdges()) {
-      addControl(nodes.get(e.to()), e.from());
+      addControl(nodes.get(e.to()), ControlSources.of(nodes, e.from()));
     }
     if (anchorOp != null && !cleanups.isEmpty()) {
       NodeDef.Builder anchor = nodes.get(anchorOp);
@@ -220,7 +220,7 @@ public final class SwapRewriter {
         in = node(si.name(), NativeSwap.SWAP_IN, inDevice, so.name()).putAttr("T", type(dt));
       }
       for (String t : si.triggers()) {
-        in.addInput("^" + t);
+        in.addInput("^" + ControlSources.of(nodes, t));
       }
       added.add(in);
       repoint(so, si, nodes);
