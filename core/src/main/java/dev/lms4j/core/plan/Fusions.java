@@ -11,7 +11,8 @@ import java.util.Set;
 /**
  * Chains TensorFlow runs as one fused kernel on the CPU (grappler's remapper and the oneDNN
  * passes): a convolution, then a bias add, batch norm or add, then an activation
- * ({@code _FusedConv2D}, {@code _FusedBatchNormEx}, ...). A fused kernel rounds differently from
+ * ({@code _FusedConv2D}, {@code _FusedBatchNormEx}, ...); a {@code MatMul}, a bias add and a
+ * sigmoid, tanh or elu ({@code _MklNativeFusedMatMul}). A fused kernel rounds differently from
  * the unfused ops, so a rewrite must neither break such a chain in the original graph (a
  * swap-out or a clone reading its middle tensor gives it a second reader and the fusion no
  * longer happens) nor recompute its middle op alone (the clone runs unfused). Measured: resnet-6's
@@ -22,30 +23,47 @@ import java.util.Set;
 final class Fusions {
   /**
    * Convolutions, whose output the fusion passes join with a following bias add and activation.
-   * (MatMul chains fuse too, but swapping their bias-add outputs was measured to keep losses
-   * bit-identical, and the MLP's swap-only plans need those tensors.)
    */
   private static final Set<String> PRODUCERS = Set.of("Conv2D", "Conv3D",
       "DepthwiseConv2dNative");
   private static final Set<String> MIDDLE = Set.of("BiasAdd", "FusedBatchNorm",
       "FusedBatchNormV3", "AddV2", "Add");
   private static final Set<String> BATCH_NORMS = Set.of("FusedBatchNorm", "FusedBatchNormV3");
-  private static final Set<String> ACTIVATIONS = Set.of("Relu", "Relu6", "Elu", "LeakyRelu");
+  private static final Set<String> ACTIVATIONS = Set.of("Relu", "Relu6", "Elu", "LeakyRelu",
+      "Sigmoid", "Tanh");
+  /** The activations a batch norm fuses with ({@code _FusedBatchNormEx}). */
+  private static final Set<String> BATCH_NORM_ACTIVATIONS = Set.of("Relu", "Relu6", "Elu",
+      "LeakyRelu");
+  /**
+   * Activations whose fused form rounds differently from TensorFlow's own kernel: oneDNN's
+   * sigmoid, tanh and elu are other approximations than Eigen's. A {@code MatMul} + bias add +
+   * one of these is {@code _MklNativeFusedMatMul} in the original graph (measured on the corpus
+   * gru: with auto's plan reading the bias add's output, the sigmoid ran unfused and the first
+   * loss moved, 2.314537286758423 vs 2.3145368099212646). MatMul chains ending in a ReLU fuse
+   * too, but a ReLU is exact, so swapping their bias-add outputs keeps losses bit-identical (the
+   * MLP's swap-only plans need those tensors).
+   */
+  private static final Set<String> INEXACT_ACTIVATIONS = Set.of("Elu", "Sigmoid", "Tanh");
 
   private Fusions() {}
 
   /**
    * Whether {@code t} is the middle of a convolution + (bias add | batch norm | add) +
-   * activation chain: produced by a middle op reading a convolution, read in the forward pass by
-   * the activation alone.
+   * activation chain, or of a {@code MatMul} + bias add + inexact activation chain: produced by
+   * a middle op reading a convolution (a MatMul), read in the forward pass by the activation
+   * alone.
    */
   public static boolean intermediate(DataflowGraph g, TensorId t) {
     Op prod = g.op(t.op());
     if (!MIDDLE.contains(prod.type()) || prod.inputs().isEmpty()) {
       return false;
     }
-    return PRODUCERS.contains(g.op(prod.inputs().get(0).op()).type())
-        && onlyReadByActivation(g, t);
+    String first = g.op(prod.inputs().get(0).op()).type();
+    if (PRODUCERS.contains(first)) {
+      return onlyReadByActivation(g, t, ACTIVATIONS);
+    }
+    return first.equals("MatMul") && prod.type().equals("BiasAdd")
+        && onlyReadByActivation(g, t, INEXACT_ACTIVATIONS);
   }
 
   /**
@@ -55,7 +73,7 @@ final class Fusions {
    */
   public static boolean fusedBatchNorm(DataflowGraph g, Op op) {
     return BATCH_NORMS.contains(op.type()) && !op.outputs().isEmpty()
-        && onlyReadByActivation(g, new TensorId(op.id(), 0));
+        && onlyReadByActivation(g, new TensorId(op.id(), 0), BATCH_NORM_ACTIVATIONS);
   }
 
   /** Whether a clone of {@code op} (reading its inputs) or {@code op} itself would break one. */
@@ -71,14 +89,15 @@ final class Fusions {
     return false;
   }
 
-  private static boolean onlyReadByActivation(DataflowGraph g, TensorId t) {
+  private static boolean onlyReadByActivation(DataflowGraph g, TensorId t,
+      Set<String> activations) {
     int forward = 0;
     boolean activation = false;
     for (int c : Arrays.stream(g.consumers(t)).distinct().toArray()) {
       Op co = g.op(c);
       if (co.category() == OpCategory.FORWARD && !OpTypes.SHAPE_ONLY.contains(co.type())) {
         forward++;
-        activation |= ACTIVATIONS.contains(co.type());
+        activation |= activations.contains(co.type());
       }
     }
     return forward == 1 && activation;
