@@ -1,55 +1,77 @@
 package dev.lms4j.tf;
 
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
+import java.util.Set;
 import org.tensorflow.proto.NodeDefOrBuilder;
 
 /**
- * Where a control edge LMS adds should leave from, so that it does not keep TensorFlow from
- * pruning or fusing the op it names.
+ * Where a control edge LMS adds should leave from, so that it does not keep oneDNN from merging
+ * a filter gradient with its bias gradient.
  *
- * <p>A control edge out of an {@code Identity} keeps grappler's model pruner from removing that
- * Identity, and a kept Identity can defeat a fusion that expects the tensor itself: oneDNN's
- * layout pass merges {@code Conv2DBackpropFilter(x, sizes, dy)} and {@code BiasAddGrad(dy)} into
- * one {@code _MklNativeConv2DBackpropFilterWithBias} only when both read the same tensor, and
- * {@code Graph.addGradients} hands the filter gradient {@code Identity(dy)}. With a swap-in
- * triggered by that Identity, the two were no longer merged, the bias gradient was summed by
+ * <p>oneDNN's layout pass merges {@code Conv2DBackpropFilter(x, sizes, dy)} and
+ * {@code BiasAddGrad(dy)} into one {@code _MklNativeConv2DBackpropFilterWithBias} only when both
+ * read the same tensor. {@code Graph.addGradients} hands the filter gradient {@code Identity(dy)},
+ * which grappler's model pruner removes, unless a control edge leaves from it. With a swap-in
+ * triggered by that Identity the two were no longer merged, the bias gradient was summed by
  * another kernel in another order, and on the corpus's resnet-resource (oneDNN on) the third
  * loss moved (2.1666789 instead of 2.1666784): the bias of a convolution before a batch norm has
  * a true gradient of zero, so its computed gradient is all rounding.
  *
- * <p>An Identity that has exactly one input, a data input from an op that itself has inputs,
- * runs as soon as that op has run; a control edge from that op orders the same way. Other
- * Identities (with control inputs of their own, or reading a variable or a constant, which are
- * ready from the start) are kept as the source.
+ * <p>So an edge that would leave from such an Identity (one data input, from an op with inputs,
+ * read by a filter gradient, its input read by a {@code BiasAddGrad}) leaves from the op behind
+ * it. Other Identities stay the source: the executor runs an Identity a few ops after its
+ * producer, and moving every trigger earlier that way swapped tensors in sooner and made
+ * densenet's plans need more memory than they had.
  */
 final class ControlSources {
-  /** Identities followed at most. */
-  private static final int MAX_DEPTH = 16;
+  private static final Set<String> FILTER_GRADIENTS = Set.of("Conv2DBackpropFilter",
+      "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter");
 
-  private ControlSources() {}
+  private final Map<String, ? extends NodeDefOrBuilder> nodes;
+  /** Identities read by a filter gradient whose input a BiasAddGrad reads too. */
+  private final Set<String> merging = new HashSet<>();
+
+  private ControlSources(Map<String, ? extends NodeDefOrBuilder> nodes) {
+    this.nodes = nodes;
+    Map<String, Set<String>> readers = new HashMap<>();
+    for (NodeDefOrBuilder n : nodes.values()) {
+      for (int i = 0; i < n.getInputCount(); i++) {
+        String in = n.getInput(i);
+        if (!in.startsWith("^")) {
+          readers.computeIfAbsent(GraphImporter.opName(in), k -> new HashSet<>()).add(n.getOp());
+        }
+      }
+    }
+    for (NodeDefOrBuilder n : nodes.values()) {
+      if (!n.getOp().equals("Identity") || n.getInputCount() != 1
+          || n.getInput(0).startsWith("^") || n.getName().startsWith("lms4j/")) {
+        continue;
+      }
+      String src = GraphImporter.opName(n.getInput(0));
+      NodeDefOrBuilder in = nodes.get(src);
+      Set<String> ownReaders = readers.getOrDefault(n.getName(), Set.of());
+      if (in != null && in.getInputCount() > 0
+          && ownReaders.stream().anyMatch(FILTER_GRADIENTS::contains)
+          && readers.getOrDefault(src, Set.of()).contains("BiasAddGrad")) {
+        merging.add(n.getName());
+      }
+    }
+  }
+
+  /** The sources for a graph's nodes (by name); reads the map once. */
+  static ControlSources of(Map<String, ? extends NodeDefOrBuilder> nodes) {
+    return new ControlSources(nodes);
+  }
 
   /**
    * The op a control edge from {@code name} should leave from.
    *
-   * @param nodes the graph's nodes by name
-   * @param name  the op the plan names
-   * @return {@code name}, or the op behind the Identities that stand for it
+   * @param name the op the plan names
+   * @return {@code name}, or the op behind it when it is an Identity a merge needs pruned
    */
-  static String of(Map<String, ? extends NodeDefOrBuilder> nodes, String name) {
-    String cur = name;
-    for (int i = 0; i < MAX_DEPTH; i++) {
-      NodeDefOrBuilder n = nodes.get(cur);
-      if (n == null || !n.getOp().equals("Identity") || n.getInputCount() != 1
-          || n.getInput(0).startsWith("^") || n.getName().startsWith("lms4j/")) {
-        return cur;
-      }
-      String src = GraphImporter.opName(n.getInput(0));
-      NodeDefOrBuilder in = nodes.get(src);
-      if (in == null || in.getInputCount() == 0) {
-        return cur;
-      }
-      cur = src;
-    }
-    return cur;
+  String source(String name) {
+    return merging.contains(name) ? GraphImporter.opName(nodes.get(name).getInput(0)) : name;
   }
 }

@@ -37,6 +37,7 @@ public final class RecomputeRewriter {
     java.util.List<NodeDef.Builder> added = new java.util.ArrayList<>();
     Map<String, java.util.List<String>> writers = writersByVariable(gd);
     java.util.Set<String> stepWriters = descendants(gd, plan);
+    ControlSources sources = ControlSources.of(nodes);
     for (RecomputePlan.Group gr : plan.groups()) {
       Map<String, String> clones = new HashMap<>();
       for (String op : gr.ops()) {
@@ -65,7 +66,7 @@ public final class RecomputeRewriter {
         }
         if (root) {
           for (String t : gr.triggers()) {
-            c.addInput("^" + ControlSources.of(nodes, t));
+            c.addInput("^" + sources.source(t));
           }
         }
         c.putAttr("_grappler_do_not_remove", AttrValue.newBuilder().setB(true).build());

@@ -121,6 +121,7 @@ public final class ScheduleRewriter {
       nodes.put(n.getName(), n.toBuilder());
     }
     int added = 0;
+    ControlSources sources = ControlSources.of(nodes);
     for (ScheduleEdges.Edge e : edges) {
       NodeDef.Builder to = nodes.get(e.to());
       if (to == null || !nodes.containsKey(e.from())) {
@@ -128,7 +129,7 @@ public final class ScheduleRewriter {
             + " names an op the graph does not have: "
             + (to == null ? e.to() : e.from()));
       }
-      String from = ControlSources.of(nodes, e.from());
+      String from = sources.source(e.from());
       boolean present = false;
       for (String in : to.getInputList()) {
         present |= GraphImporter.opName(in).equals(from);

@@ -99,6 +99,7 @@ public final class SwapRewriter {
     }
     List<NodeDef.Builder> added = new ArrayList<>();
     List<String> cleanups = new ArrayList<>();
+    ControlSources sources = ControlSources.of(nodes);
     for (SwapPlan.SwapOut so : plan.swapOuts()) {
       NodeDef.Builder producer = nodes.get(so.producer());
       if (producer == null) {
@@ -107,7 +108,7 @@ public final class SwapRewriter {
       DataType dt = GraphImporter.dataType(so.dtype());
       if (mech != Mechanism.STANDARD && tier != Tier.DEVICE_PLACEMENT
           && NATIVE_TYPES.contains(dt)) {
-        nativeSwap(so, dt, tier, swapDir, mech, producer.getDevice(), nodes, added);
+        nativeSwap(so, dt, tier, swapDir, mech, producer.getDevice(), nodes, added, sources);
         continue;
       }
       String src = so.output() == 0 ? so.producer() : so.tensorName();
@@ -141,7 +142,7 @@ public final class SwapRewriter {
             String read = si.name() + "/read";
             added.add(node(read, "ReadFile", "", so.name() + "/path").addInput("^" + fileWrite));
             for (String t : si.triggers()) {
-              added.get(added.size() - 1).addInput("^" + ControlSources.of(nodes, t));
+              added.get(added.size() - 1).addInput("^" + sources.source(t));
             }
             reads.add(read);
             in = node(si.name(), "ParseTensor", device, read).putAttr("out_type", type(dt));
@@ -150,7 +151,7 @@ public final class SwapRewriter {
         }
         if (tier != Tier.DISK) {
           for (String t : si.triggers()) {
-            in.addInput("^" + ControlSources.of(nodes, t));
+            in.addInput("^" + sources.source(t));
           }
         }
         added.add(in);
@@ -172,7 +173,7 @@ public final class SwapRewriter {
       }
     }
     for (SwapPlan.ControlEdge e : plan.controlEdges()) {
-      addControl(nodes.get(e.to()), ControlSources.of(nodes, e.from()));
+      addControl(nodes.get(e.to()), sources.source(e.from()));
     }
     if (anchorOp != null && !cleanups.isEmpty()) {
       NodeDef.Builder anchor = nodes.get(anchorOp);
@@ -197,7 +198,7 @@ public final class SwapRewriter {
   /** Adds one swap-out and its swap-ins as native ops and re-points the consumers. */
   private static void nativeSwap(SwapPlan.SwapOut so, DataType dt, Tier tier, Path swapDir,
       Mechanism mech, String device, Map<String, NodeDef.Builder> nodes,
-      List<NodeDef.Builder> added) {
+      List<NodeDef.Builder> added, ControlSources sources) {
     String src = so.output() == 0 ? so.producer() : so.tensorName();
     boolean async = mech == Mechanism.NATIVE_ASYNC;
     AttrValue path = null;
@@ -220,7 +221,7 @@ public final class SwapRewriter {
         in = node(si.name(), NativeSwap.SWAP_IN, inDevice, so.name()).putAttr("T", type(dt));
       }
       for (String t : si.triggers()) {
-        in.addInput("^" + ControlSources.of(nodes, t));
+        in.addInput("^" + sources.source(t));
       }
       added.add(in);
       repoint(so, si, nodes);

@@ -8,34 +8,48 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.tensorflow.proto.NodeDef;
 
-/** Control edges leave from the op behind an Identity, so grappler can still prune it. */
+/**
+ * A control edge leaves from the op behind a gradient Identity only where oneDNN needs that
+ * Identity pruned to merge a filter gradient with its bias gradient.
+ */
 class ControlSourcesTest {
 
   @Test
-  void anIdentityChainOfAComputedTensorStandsForItsProducer() {
+  void anIdentityBetweenAFilterGradientAndItsBiasGradientStandsForItsProducer() {
     Map<String, NodeDef> g = graph(
         node("x", "Placeholder"),
-        node("dy", "Relu", "x"),
-        node("id1", "Identity", "dy"),
-        node("id2", "Identity", "id1:0"));
-    assertThat(ControlSources.of(g, "id2")).isEqualTo("dy");
-    assertThat(ControlSources.of(g, "id1")).isEqualTo("dy");
-    assertThat(ControlSources.of(g, "dy")).isEqualTo("dy");
+        node("dy", "FusedBatchNormGradV3", "x"),
+        node("id", "Identity", "dy"),
+        node("sizes", "Const"),
+        node("dw", "Conv2DBackpropFilter", "x", "sizes", "id"),
+        node("db", "BiasAddGrad", "dy"));
+    assertThat(ControlSources.of(g).source("id")).isEqualTo("dy");
+    assertThat(ControlSources.of(g).source("dw")).isEqualTo("dw");
   }
 
   @Test
-  void identitiesThatOrderMoreOrReadASourceStay() {
+  void otherIdentitiesStayTheSource() {
     Map<String, NodeDef> g = graph(
         node("x", "Placeholder"),
         node("w", "VariableV2"),
         node("dy", "Relu", "x"),
+        node("sizes", "Const"),
+        // read by a filter gradient, but no bias gradient reads dy
+        node("id", "Identity", "dy"),
+        node("dw", "Conv2DBackpropFilter", "x", "sizes", "id"),
+        // a bias gradient reads dy2, but no filter gradient reads its Identity
+        node("dy2", "Relu", "x"),
+        node("id2", "Identity", "dy2"),
+        node("m", "MatMul", "id2", "x"),
+        node("db", "BiasAddGrad", "dy2"),
+        // ordered by a control input of its own
         node("gated", "Identity", "dy", "^x"),
-        node("read", "Identity", "w"),
-        node("lms4j/swapin/a", "Identity", "dy"));
-    assertThat(ControlSources.of(g, "gated")).isEqualTo("gated");
-    assertThat(ControlSources.of(g, "read")).isEqualTo("read");
-    assertThat(ControlSources.of(g, "lms4j/swapin/a")).isEqualTo("lms4j/swapin/a");
-    assertThat(ControlSources.of(g, "missing")).isEqualTo("missing");
+        node("dw2", "Conv2DBackpropFilter", "x", "sizes", "gated"),
+        node("read", "Identity", "w"));
+    ControlSources s = ControlSources.of(g);
+    for (String n : List.of("id", "id2", "gated", "read", "missing")) {
+      assertThat(s.source(n)).as(n).isEqualTo(n);
+    }
   }
 
   private static NodeDef node(String name, String op, String... inputs) {
