@@ -20,27 +20,37 @@ import org.tensorflow.proto.NodeDefOrBuilder;
  * a true gradient of zero, so its computed gradient is all rounding.
  *
  * <p>So an edge that would leave from such an Identity (one data input, from an op with inputs,
- * read by a filter gradient, its input read by a {@code BiasAddGrad}) leaves from the op behind
- * it. Other Identities stay the source: the executor runs an Identity a few ops after its
- * producer, and moving every trigger earlier that way swapped tensors in sooner and made
- * densenet's plans need more memory than they had.
+ * read by a filter gradient, its input read by a {@code BiasAddGrad}) leaves from the input
+ * gradient ({@code Conv2DBackpropInput}) that reads the same Identity, which becomes ready with
+ * the filter gradient, right after the Identity; where there is none (a first layer), from the
+ * op behind the Identity. Other Identities stay the source: the executor runs an Identity a few
+ * ops after its producer, and moving every trigger to the producer swapped tensors in sooner and
+ * made densenet's plans need more memory than they had. The input gradient's other inputs are
+ * the filter and the input's shape, so the edge cannot close a cycle through the swap-in.
  */
 final class ControlSources {
   private static final Set<String> FILTER_GRADIENTS = Set.of("Conv2DBackpropFilter",
       "Conv3DBackpropFilterV2", "DepthwiseConv2dNativeBackpropFilter");
 
+  private static final Set<String> INPUT_GRADIENTS = Set.of("Conv2DBackpropInput",
+      "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput");
+
   private final Map<String, ? extends NodeDefOrBuilder> nodes;
-  /** Identities read by a filter gradient whose input a BiasAddGrad reads too. */
-  private final Set<String> merging = new HashSet<>();
+  /** Identities read by a filter gradient whose input a BiasAddGrad reads too, to their stand-in. */
+  private final Map<String, String> merging = new HashMap<>();
 
   private ControlSources(Map<String, ? extends NodeDefOrBuilder> nodes) {
     this.nodes = nodes;
     Map<String, Set<String>> readers = new HashMap<>();
+    Map<String, String> inputGradient = new HashMap<>();
     for (NodeDefOrBuilder n : nodes.values()) {
       for (int i = 0; i < n.getInputCount(); i++) {
         String in = n.getInput(i);
         if (!in.startsWith("^")) {
           readers.computeIfAbsent(GraphImporter.opName(in), k -> new HashSet<>()).add(n.getOp());
+          if (INPUT_GRADIENTS.contains(n.getOp()) && i == 2) {
+            inputGradient.putIfAbsent(GraphImporter.opName(in), n.getName());
+          }
         }
       }
     }
@@ -55,7 +65,9 @@ final class ControlSources {
       if (in != null && in.getInputCount() > 0
           && ownReaders.stream().anyMatch(FILTER_GRADIENTS::contains)
           && readers.getOrDefault(src, Set.of()).contains("BiasAddGrad")) {
-        merging.add(n.getName());
+        // the input gradient reading the same Identity runs with the filter gradient, right
+        // after the Identity; the Identity's producer runs a few ops earlier
+        merging.put(n.getName(), inputGradient.getOrDefault(n.getName(), src));
       }
     }
   }
@@ -72,6 +84,6 @@ final class ControlSources {
    * @return {@code name}, or the op behind it when it is an Identity a merge needs pruned
    */
   String source(String name) {
-    return merging.contains(name) ? GraphImporter.opName(nodes.get(name).getInput(0)) : name;
+    return merging.getOrDefault(name, name);
   }
 }

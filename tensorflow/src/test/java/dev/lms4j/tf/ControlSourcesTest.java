@@ -27,6 +27,21 @@ class ControlSourcesTest {
     assertThat(ControlSources.of(g).source("dw")).isEqualTo("dw");
   }
 
+  /** Where an input gradient reads the same Identity, the edge leaves from it (it runs later). */
+  @Test
+  void theInputGradientReadingTheIdentityStandsForItWhereThereIsOne() {
+    Map<String, NodeDef> g = graph(
+        node("x", "Placeholder"),
+        node("w", "VariableV2"),
+        node("dy", "FusedBatchNormGradV3", "x"),
+        node("id", "Identity", "dy"),
+        node("sizes", "Const"),
+        node("dw", "Conv2DBackpropFilter", "x", "sizes", "id"),
+        node("dx", "Conv2DBackpropInput", "sizes", "w", "id"),
+        node("db", "BiasAddGrad", "dy"));
+    assertThat(ControlSources.of(g).source("id")).isEqualTo("dx");
+  }
+
   @Test
   void otherIdentitiesStayTheSource() {
     Map<String, NodeDef> g = graph(
