@@ -35,12 +35,10 @@ final class ControlSources {
   private static final Set<String> INPUT_GRADIENTS = Set.of("Conv2DBackpropInput",
       "Conv3DBackpropInputV2", "DepthwiseConv2dNativeBackpropInput");
 
-  private final Map<String, ? extends NodeDefOrBuilder> nodes;
   /** Identities read by a filter gradient whose input a BiasAddGrad reads too, to their stand-in. */
   private final Map<String, String> merging = new HashMap<>();
 
   private ControlSources(Map<String, ? extends NodeDefOrBuilder> nodes) {
-    this.nodes = nodes;
     Map<String, Set<String>> readers = new HashMap<>();
     Map<String, String> inputGradient = new HashMap<>();
     for (NodeDefOrBuilder n : nodes.values()) {
@@ -81,7 +79,8 @@ final class ControlSources {
    * The op a control edge from {@code name} should leave from.
    *
    * @param name the op the plan names
-   * @return {@code name}, or the op behind it when it is an Identity a merge needs pruned
+   * @return {@code name}, or its stand-in when it is an Identity a merge needs pruned (the
+   *     input gradient reading it, else the op behind it)
    */
   String source(String name) {
     return merging.getOrDefault(name, name);

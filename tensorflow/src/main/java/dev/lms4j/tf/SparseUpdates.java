@@ -100,7 +100,7 @@ public final class SparseUpdates {
       byName.put(n.getName(), n);
       for (String in : n.getInputList()) {
         if (!in.startsWith("^")) {
-          consumers.merge(node(in), 1, Integer::sum);
+          consumers.merge(GraphImporter.opName(in), 1, Integer::sum);
         }
       }
     }
@@ -201,7 +201,7 @@ public final class SparseUpdates {
       if (in.startsWith("^") || port(in) != 0) {
         return null;
       }
-      NodeDef n = byName.get(node(in));
+      NodeDef n = byName.get(GraphImporter.opName(in));
       if (n == null || consumers.getOrDefault(n.getName(), 0) != 1) {
         return null;
       }
@@ -229,7 +229,7 @@ public final class SparseUpdates {
     if (sum == null || sum.isUnknown() || sum.hasUnknownDimension() || sum.numDimensions() < 1) {
       return 0;
     }
-    Shape ids = shape(g, node(m.sum().getInput(1)), port(m.sum().getInput(1)));
+    Shape ids = shape(g, GraphImporter.opName(m.sum().getInput(1)), port(m.sum().getInput(1)));
     if (ids == null || ids.isUnknown() || ids.numDimensions() != 1) {
       return 0;
     }
@@ -261,12 +261,6 @@ public final class SparseUpdates {
   private static Shape shape(Graph g, String node, int port) {
     GraphOperation op = g.operation(node);
     return op == null || port >= op.numOutputs() ? null : op.output(port).shape();
-  }
-
-  private static String node(String tensor) {
-    String t = tensor.startsWith("^") ? tensor.substring(1) : tensor;
-    int c = t.lastIndexOf(':');
-    return c < 0 ? t : t.substring(0, c);
   }
 
   private static int port(String tensor) {
