@@ -121,7 +121,8 @@ public final class StepLoop {
    * When {@code LMS4J_DUMP_TRACE} names a file, writes the traced step's ops in execution order
    * with the allocator's bytes in use after each, the op's own peak and its output bytes
    * (tab-separated: start micros, op, bytes in use, op peak, output bytes, duration micros, op
-   * type).
+   * type, and each output as {@code slot:address:bytes}, comma-separated: an output at an
+   * input's address took that buffer over in place).
    */
   private static void dumpIfAsked(RunMetadata md) {
     String file = System.getenv("LMS4J_DUMP_TRACE");
@@ -138,12 +139,16 @@ public final class StepLoop {
           opPeak = Math.max(opPeak, mem.getPeakBytes());
         }
         long outBytes = 0;
+        StringBuilder outs = new StringBuilder();
         for (var o : node.getOutputList()) {
-          outBytes += o.getTensorDescription().getAllocationDescription().getAllocatedBytes();
+          var a = o.getTensorDescription().getAllocationDescription();
+          outBytes += a.getAllocatedBytes();
+          outs.append(outs.length() == 0 ? "" : ",").append(o.getSlot()).append(':')
+              .append(Long.toUnsignedString(a.getPtr())).append(':').append(a.getRequestedBytes());
         }
         rows.add(node.getAllStartMicros() + "\t" + node.getNodeName() + "\t" + bytes + "\t"
             + opPeak + "\t" + outBytes + "\t" + node.getAllEndRelMicros() + "\t"
-            + opType(node.getTimelineLabel()));
+            + opType(node.getTimelineLabel()) + "\t" + outs);
       }
     }
     rows.sort(java.util.Comparator.comparingLong(r -> Long.parseLong(r.substring(0,
