@@ -263,7 +263,7 @@ public final class OptimalPlanner {
     List<TensorId> ids = new ArrayList<>();
     for (Op op : g.ops()) {
       if (MemorySimulator.isPinned(op)) {
-        resident += op.outputs().stream().mapToLong(Tensor::bytes).sum();
+        resident += MemorySimulator.residentBytes(g, op);
         continue;
       }
       for (int i = 0; i < op.outputs().size(); i++) {

@@ -61,16 +61,21 @@ public final class GraphImporter {
    * TensorFlow prunes the rest (the init subgraph, gradients nobody applies) before it runs.
    * The constants the init run leaves folded and held for the session
    * ({@link InitHeldConstants}) are added as ops of type {@link BfcReplay#HELD} without inputs,
-   * under the initializer's name, with a persistent output: the allocator replay allocates them
-   * before the step, the simulator and the planners count nothing for them (the simulator's
-   * conservative parts, the floor's working sets, already cover more than they hold). An empty
-   * {@code runOps} keeps every op.
+   * under the initializer's name, with a persistent output, resident for every step: the
+   * allocator replay allocates them before the step. An empty {@code runOps} keeps every op.
+   *
+   * <p>The graph's kernels reuse buffers as TensorFlow's do
+   * ({@link DataflowGraph#inPlaceReuse()}), and its feeds live in host memory
+   * ({@link DataflowGraph#hostFeeds()}) unless an op is placed on a GPU: TensorFlow's CPU
+   * device reads fed tensors where the caller allocated them, outside its budgeted allocator.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
     GraphDef shaped = withFeedShapes(gd, feedShapes);
     java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);
-    DataflowGraphBuilder b = DataflowGraph.builder();
+    boolean gpu = shaped.getNodeList().stream()
+        .anyMatch(n -> n.getDevice().toUpperCase(java.util.Locale.ROOT).contains("GPU"));
+    DataflowGraphBuilder b = DataflowGraph.builder().inPlaceReuse(true).hostFeeds(!gpu);
     try (Graph g = new Graph()) {
       try {
         NativeSwap.ensureLoadedFor(shaped);

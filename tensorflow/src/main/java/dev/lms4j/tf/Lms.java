@@ -1,7 +1,6 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
-import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.Tier;
@@ -282,9 +281,9 @@ public final class Lms {
     // what a fallback to the graph as given returns: the given graph with InitConstants applied
     GraphDef givenGd = gd;
     LmsResult.PreRewrites givenPre = LmsResult.PreRewrites.NONE;
-    // only when the graph as given does not fit (a graph that fits is left as it is), counting
-    // the constants init leaves held, which the simulated peak leaves to the allocator's replay
-    if (mode.plans() && !(budget.isSet() && budget.fits(before + heldBytes(model)))) {
+    // only when the graph as given does not fit (a graph that fits is left as it is; the
+    // simulated peak counts the constants init leaves held)
+    if (mode.plans() && !(budget.isSet() && budget.fits(before))) {
       List<String> targets = new ArrayList<>(runOps);
       if (targets.isEmpty() && trainOp != null) {
         targets.add(trainOp);
@@ -433,19 +432,6 @@ public final class Lms {
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
-  }
-
-  /** The bytes of the constants init leaves held for the session ({@link BfcReplay#HELD} ops). */
-  private static long heldBytes(DataflowGraph model) {
-    long b = 0;
-    for (dev.lms4j.core.graph.Op op : model.ops()) {
-      if (BfcReplay.HELD.equals(op.type())) {
-        for (dev.lms4j.core.graph.Tensor t : op.outputs()) {
-          b += t.bytes();
-        }
-      }
-    }
-    return b;
   }
 
   /** True when the mode's plan depends on the budget (not sqrt, not TFLMS set by hand). */

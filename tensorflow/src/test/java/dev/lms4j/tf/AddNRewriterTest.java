@@ -179,9 +179,13 @@ class AddNRewriterTest {
    *
    * <pre>
    *                      levelled   list     (best)
-   * AddN                 785,972    654,900
-   * chains               785,972    589,364  (-10% on the list schedule, -25% on levelled)
+   * AddN                 775,220    611,380
+   * chains               775,220    578,612  (-5% on the list schedule, -25% on levelled)
    * </pre>
+   *
+   * (The AddN writes its sum into one of its inputs, the only reader of that branch's buffer,
+   * as TensorFlow's kernel does: 32 KiB less than a sum in a buffer of its own; the fed batch
+   * and labels live in host memory.)
    *
    * The levelled order computes the four 32 KiB branches (and their four input gradients) at one
    * level, so the chain cannot free anything earlier; the list scheduler finishes a branch and
@@ -192,16 +196,16 @@ class AddNRewriterTest {
   void chainsAndAScheduleLowerThePeak() {
     DataflowGraph before = model(net.graphDef());
     Schedulers.Choice b = Schedulers.best(before);
-    assertThat(b.peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(785_972);
-    assertThat(b.peakBytes()).isEqualTo(654_900);
+    assertThat(b.peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_220);
+    assertThat(b.peakBytes()).isEqualTo(611_380);
 
     GraphDef chained = AddNRewriter.rewrite(net.graphDef(), AddNChains.plan(before,
         Levels.of(before).schedule()));
     DataflowGraph after = model(chained);
     ScheduleRewriter.Result r = ScheduleRewriter.schedule(chained, after);
-    assertThat(r.choice().peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(785_972);
+    assertThat(r.choice().peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_220);
     assertThat(r.kind()).isEqualTo(Schedulers.Kind.LIST);
-    assertThat(r.peakBytes()).isEqualTo(589_364);
+    assertThat(r.peakBytes()).isEqualTo(578_612);
     assertThat(r.edges()).isNotEmpty();
 
     Map<String, NodeDef> executed = nodes(SwapRewriterTest.executedGraph(r.graphDef(),

@@ -28,10 +28,12 @@ import org.junit.jupiter.params.provider.MethodSource;
  *
  * <p>Each B was chosen by measuring the unbudgeted peak (the traced step's highest
  * {@code allocator_bytes_in_use}, BFC allocator, one worker per run) and then the smallest
- * budget the recomputation planner accepts. Recomputation plans here use a memory ratio of 0.9
- * (the planner aims at 90% of B; the default 0.8 leaves a margin this small budget does not
+ * budget the recomputation planner accepts. Recomputation plans here use a memory ratio of 0.85
+ * (the planner aims at 85% of B; the default 0.8 leaves a margin this small budget does not
  * need: recomputation's measured peaks have been close to its predictions), {@code auto} keeps
- * the default 0.8. Where recomputation alone cannot reach any budget below the no-LMS peak, the
+ * the default 0.8. (It was 0.9 while the model counted the fed batch, which lives in host
+ * memory, as device memory: on mlp that 6 MiB was the margin, and at 0.9 without it the XLA-style
+ * plan ran out of memory at 33 MiB, traced 30.1 MiB where 28.6 were predicted.) Where recomputation alone cannot reach any budget below the no-LMS peak, the
  * test asserts that the planner says so (a {@link PlanningException} naming the smallest budget)
  * and that {@code auto} trains there: that is the honest result for that model.
  *
@@ -48,6 +50,8 @@ class ZooUnderBudgetTest {
    * runs out of memory; the plans keep their memory ratio's room (10-20%) on the other side.
    */
   private static final double MARGIN = 0.08;
+  /** The memory ratio the recomputation plans aim at (see the class comment). */
+  private static final double REMAT_RATIO = 0.85;
   private static final java.util.Set<String> CONVOLUTIONAL = java.util.Set.of("resnet", "lenet",
       "resnet18", "resnet50", "resnet101", "vgg16", "unet3d");
 
@@ -61,26 +65,26 @@ class ZooUnderBudgetTest {
 
   static Stream<Arguments> cases() {
     return Stream.of(
-        // measured peak without LMS ~38.1 MiB; remat plans 28.8 MiB for 0.9 x 33 = 29.7
+        // measured peak without LMS ~38.1 MiB; 33 MiB, 0.85 x 33 = 28.1
         Arguments.of("mlp", 2048, Map.of("width", "256"), 33L, true),
-        // ~25.0 MiB; remat's groups reach a simulated 18 MiB ("about 21 MiB") since the model
-        // holds the max-pool gradient's arg-max indices and the initialisers' held constants;
-        // 21 MiB: 0.9 x 21 = 18.9
+        // ~25.0 MiB; the model holds the max-pool gradient's arg-max indices and the
+        // initialisers' held constants; 21 MiB: 0.85 x 21 = 17.9
         Arguments.of("resnet", 16, Map.of("width", "16", "image", "64"), 21L, true),
         // lenet is not here: at batch 512 its peak is ~26.9 MiB, but weights, feeds and the
         // largest op (conv1's ReluGrad: 3 x 6.1 MiB) need ~20 MiB, so auto's floor (25 MiB)
         // leaves no budget MARGIN below the peak; LeNet trains under a real budget with LMS in
         // CliTest (trainer, 88 MiB) and ProbeTest
-        // ~23.2 MiB; remat's groups reach a simulated 14 MiB, "about 17 MiB", so at 16 MiB
-        // remat must say so while remat-xla and auto train (at 18 MiB remat-xla's plan,
-        // accepted at a simulated 16.2, ran out of memory without the probe: 576 KiB in
-        // gradients/Conv2DBackpropFilter)
-        Arguments.of("resnet18", 32, Map.of("width", "16", "image", "64"), 16L, false),
-        // ~22.6 MiB; remat plans 12.2 MiB for 0.9 x 15 = 13.5
+        // ~23.2 MiB; remat's groups reached a simulated 14 MiB ("about 17 MiB") before the
+        // model let the only reader of a buffer reuse it and left the fed images out of device
+        // memory, and remat refused 16 MiB; now its plan trains there (at 18 MiB remat-xla's
+        // plan, accepted at a simulated 16.2, once ran out of memory without the probe: 576 KiB
+        // in gradients/Conv2DBackpropFilter)
+        Arguments.of("resnet18", 32, Map.of("width", "16", "image", "64"), 16L, true),
+        // ~22.6 MiB; 0.85 x 15 = 12.75
         Arguments.of("resnet50", 16, Map.of("width", "4", "image", "96"), 15L, true),
-        // ~17.2 MiB; remat plans 10.8 MiB for 0.9 x 13 = 11.7
+        // ~17.2 MiB; 0.85 x 13 = 11.05
         Arguments.of("resnet101", 8, Map.of("width", "4", "image", "96"), 13L, true),
-        // ~18.9 MiB; remat plans 11.9 MiB for 0.9 x 14 = 12.6
+        // ~18.9 MiB; 0.85 x 14 = 11.9
         Arguments.of("vgg16", 16, Map.of("width", "8", "image", "64", "fc", "32"), 14L, true),
         // ~21.4 MiB; at 16 MiB remat's plan (13.2 MiB predicted) ran out of memory in a
         // Conv3DBackpropInput (kernel scratch the simulator does not see); 18 leaves that room
@@ -123,14 +127,14 @@ class ZooUnderBudgetTest {
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
 
-    Lms remat = Lms.builder().budget(budget).memRatio(0.9).mode(LmsMode.REMAT)
+    Lms remat = Lms.builder().budget(budget).memRatio(REMAT_RATIO).mode(LmsMode.REMAT)
         .build();
     // XLA-style remat alone. On gpt2 at the default memory ratio 0.8 its plan recomputes the
     // layer norms' Mul_1 (reads gamma) and Add_1 (reads beta) in the backward pass; those clones
     // once ran after the optimizer had updated gamma and beta and moved the second loss by one
     // ulp. Each such clone now has a control edge to the variable's update (VariableReads); the
-    // 0.9 plan recomputes no variable read, so gpt2 is checked at 0.8
-    double xlaRatio = model.equals("gpt2") ? 0.8 : 0.9;
+    // plan at the higher ratio recomputes no variable read, so gpt2 is checked at 0.8
+    double xlaRatio = model.equals("gpt2") ? 0.8 : REMAT_RATIO;
     LmsResult xla = Lms.builder().budget(budget).memRatio(xlaRatio)
         .mode(LmsMode.REMAT).mode(LmsMode.REMAT_XLA).build().rewrite(tg);
     assertThat(xla.rewritten()).isTrue();
@@ -141,7 +145,7 @@ class ZooUnderBudgetTest {
       assertThat(lr.rewritten()).isTrue();
       assertThat(lr.recompute().clonedOps()).isPositive();
       assertThat(lr.plan().swapOuts()).isEmpty();
-      assertThat(lr.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * 0.9));
+      assertThat(lr.predictedPeakAfter()).isLessThanOrEqualTo((long) (budget * REMAT_RATIO));
       assertTrainsLikeTheReference(lr, tg, budget, reference);
     } else {
       assertThatThrownBy(() -> remat.rewrite(tg)).isInstanceOf(PlanningException.class)

@@ -35,8 +35,13 @@ public final class DataflowGraph {
   private final int[] topoOrder;
   /** Effective scratch per op (measured, else estimated), computed on first use. */
   private volatile long[] scratchBytes;
+  private final boolean inPlaceReuse;
+  private final boolean hostFeeds;
 
-  DataflowGraph(List<Op> ops, Map<String, Integer> byName) {
+  DataflowGraph(List<Op> ops, Map<String, Integer> byName, boolean inPlaceReuse,
+      boolean hostFeeds) {
+    this.inPlaceReuse = inPlaceReuse;
+    this.hostFeeds = hostFeeds;
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
@@ -261,7 +266,30 @@ public final class DataflowGraph {
    * nothing is resolved by name. Cycles and duplicate names are rejected.
    */
   public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
-    return GraphEdits.apply(ops, byName, replaced, added);
+    return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds);
+  }
+
+  /**
+   * True when fed tensors ({@code Placeholder}s) live outside the device's memory: a graph run
+   * on TensorFlow's CPU device reads the tensors the caller allocated (the C API's allocator,
+   * not the budgeted BFC allocator of the device), so a feed costs the budget nothing; on a GPU
+   * they are copied in and count. Graphs imported from TensorFlow without a GPU placement set
+   * it ({@link DataflowGraphBuilder#hostFeeds}); kept by every edit of the graph.
+   */
+  public boolean hostFeeds() {
+    return hostFeeds;
+  }
+
+  /**
+   * True when the graph's kernels reuse input buffers as TensorFlow's do: an op that is the only
+   * reader of a buffer its kernel may take over in place ({@code Relu}, {@code Mul},
+   * {@code Softmax}, ...) writes its output there ({@code dev.lms4j.core.memory.InPlaceReuse}),
+   * and the memory model counts no new buffer for it. Graphs imported from TensorFlow set it;
+   * synthetic graphs built in tests count every output as a buffer of its own unless they ask
+   * ({@link DataflowGraphBuilder#inPlaceReuse}). Kept by every edit of the graph.
+   */
+  public boolean inPlaceReuse() {
+    return inPlaceReuse;
   }
 
   /**
@@ -318,7 +346,8 @@ public final class DataflowGraph {
 
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
   public DataflowGraphBuilder toBuilder() {
-    DataflowGraphBuilder b = new DataflowGraphBuilder();
+    DataflowGraphBuilder b = new DataflowGraphBuilder().inPlaceReuse(inPlaceReuse)
+        .hostFeeds(hostFeeds);
     for (Op op : ops) {
       List<String> ins = new ArrayList<>();
       for (TensorId t : op.inputs()) {

@@ -24,7 +24,28 @@ public final class DataflowGraphBuilder {
   private final LinkedHashMap<String, Pending> pending = new LinkedHashMap<>();
   private final Map<String, Long> scratch = new HashMap<>();
 
+  private boolean inPlaceReuse;
+  private boolean hostFeeds;
+
   DataflowGraphBuilder() {}
+
+  /**
+   * Whether the graph's kernels reuse input buffers in place as TensorFlow's do
+   * ({@link DataflowGraph#inPlaceReuse()}); off by default.
+   */
+  public DataflowGraphBuilder inPlaceReuse(boolean on) {
+    this.inPlaceReuse = on;
+    return this;
+  }
+
+  /**
+   * Whether fed tensors live outside the device's memory ({@link DataflowGraph#hostFeeds()});
+   * off by default: a feed counts as resident device memory.
+   */
+  public DataflowGraphBuilder hostFeeds(boolean on) {
+    this.hostFeeds = on;
+    return this;
+  }
 
   /** Adds an op with one output tensor. */
   public DataflowGraphBuilder op(String name, String type, OpCategory category, List<String> inputs,
@@ -129,7 +150,7 @@ public final class DataflowGraphBuilder {
           ctl.stream().distinct().toList(), p.outputs(),
           scratch.getOrDefault(p.name(), Op.SCRATCH_UNKNOWN)));
     }
-    return new DataflowGraph(ops, ids);
+    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds);
   }
 
   private static int resolve(Map<String, Integer> ids, String name, String user) {

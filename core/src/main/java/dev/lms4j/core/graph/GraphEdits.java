@@ -11,7 +11,7 @@ final class GraphEdits {
 
   /** {@link DataflowGraph#withEdits}, on a graph's ops and name index. */
   static DataflowGraph apply(List<Op> ops, Map<String, Integer> byName, Map<Integer, Op> replaced,
-      List<Op> added) {
+      List<Op> added, boolean inPlaceReuse, boolean hostFeeds) {
     List<Op> all = new ArrayList<>(ops.size() + added.size());
     for (Op op : ops) {
       Op r = replaced.get(op.id());
@@ -40,7 +40,7 @@ final class GraphEdits {
         }
       }
     }
-    return new DataflowGraph(all, names);
+    return new DataflowGraph(all, names, inPlaceReuse, hostFeeds);
   }
 
   /** {@link DataflowGraph#withScratch}. */

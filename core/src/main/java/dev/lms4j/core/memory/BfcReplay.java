@@ -17,7 +17,8 @@ import java.util.TreeSet;
  * (or as large as the request needs), never more than what is left under the limit.
  *
  * <p>What is allocated, in this order: the constants TensorFlow holds outside the step (ops of
- * type {@link #HELD}), resident tensors (variables, constants, feeds) in op order, as
+ * type {@link #HELD}), resident tensors (variables, constants, feeds unless they live in host
+ * memory, {@link DataflowGraph#hostFeeds()}) in op order, as
  * {@code init} and the first step create them; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
  * and the inputs and outputs nobody reads any more are freed, with the reference counts
@@ -40,8 +41,9 @@ import java.util.TreeSet;
 public final class BfcReplay {
   /**
    * The op type of a constant TensorFlow holds for the whole session outside the step (an
-   * initializer folded by the init run): its output is persistent, so the simulator and the
-   * planners count nothing for it, and the replay allocates it before the resident tensors.
+   * initializer folded by the init run): its output is persistent and resident for every step
+   * ({@link MemorySimulator#residentBytes}), and the replay allocates it before the resident
+   * tensors.
    */
   public static final String HELD = "InitHeldConst";
 
@@ -74,7 +76,8 @@ public final class BfcReplay {
     for (boolean held : new boolean[] {true, false}) {
       for (Op op : g.ops()) {
         chunk[op.id()] = new long[op.outputs().size()];
-        if (held ? HELD.equals(op.type()) : MemorySimulator.isPinned(op)) {
+        if (held ? HELD.equals(op.type())
+            : MemorySimulator.isPinned(op) && MemorySimulator.residentBytes(g, op) > 0) {
           for (Tensor t : op.outputs()) {
             if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
               return bfc.failed(op.name(), t.bytes());

@@ -55,28 +55,50 @@ public final class BufferAliases {
       "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad");
 
   /**
-   * The inputs whose buffer {@code op}'s output 0 may take over at run time, in the order the
-   * kernel tries them; empty for kernels that always allocate. TensorFlow's element-wise kernels
-   * ({@code forward_input_or_allocate_output}) reuse an input's buffer when it has the output's
-   * size and type and nothing else holds it: the op is the buffer's last reader, reads it once,
-   * and it is no variable, constant or feed. Whether that holds depends on the order the step
-   * runs in, so {@link BufferRefs} decides it while the step is replayed; {@code AddN} may reuse
-   * any of its inputs (the running accumulations of gradient sums, {@code AddV2} chains, reuse
-   * the sum's buffer the same way). Ops are known by type, so lms4j's clones of recomputed ops
-   * reuse as their originals do, and its swap ops never.
+   * Kernels that may take over input 0's buffer for output 0 besides the element-wise ones:
+   * softmax ({@code forward_input_or_allocate_output} on the logits) and the max-pool gradient
+   * (on the pooled op's input, which has the output's shape), seen reusing in traced steps.
    */
-  public static int[] inPlaceCandidates(Op op) {
-    if (op.outputs().isEmpty()) {
+  private static final Set<String> IN_PLACE_FIRST_OTHER = Set.of("Softmax", "LogSoftmax",
+      "MaxPoolGrad", "MaxPoolGradV2");
+
+  /** Kernels whose output 1 may take over input 0's buffer: the loss gradient takes the logits. */
+  private static final Set<String> IN_PLACE_SECOND_FROM_FIRST = Set.of(
+      "SoftmaxCrossEntropyWithLogits");
+
+  /**
+   * The inputs whose buffer output {@code output} of {@code op} may take over at run time, in
+   * the order the kernel tries them; empty for outputs that are always allocated. TensorFlow's
+   * kernels ({@code forward_input_or_allocate_output}) reuse an input's buffer when it has the
+   * output's size and type and nothing else holds it: no other reader is pending, the op reads
+   * it once, and it is no variable, constant or feed. Where the op is the buffer's only reader
+   * that always holds ({@link InPlaceReuse}); where it is the last of several, it depends on the
+   * order the step runs in, and {@link BufferRefs} decides it while the step is replayed.
+   * {@code AddN} may reuse any of its inputs (the running accumulations of gradient sums,
+   * {@code AddV2} chains, reuse the sum's buffer the same way);
+   * {@code SoftmaxCrossEntropyWithLogits} writes its gradient (output 1) into the logits. Ops are
+   * known by type, so lms4j's clones of recomputed ops reuse as their originals do, and its swap
+   * ops never.
+   */
+  public static int[] inPlaceCandidates(Op op, int output) {
+    if (output >= op.outputs().size()) {
       return NONE;
     }
     int n = op.inputs().size();
-    if (IN_PLACE_FIRST.contains(op.type())) {
+    String type = op.type();
+    if (output == 1) {
+      return IN_PLACE_SECOND_FROM_FIRST.contains(type) && n >= 1 ? FIRST : NONE;
+    }
+    if (output != 0) {
+      return NONE;
+    }
+    if (IN_PLACE_FIRST.contains(type) || IN_PLACE_FIRST_OTHER.contains(type)) {
       return n >= 1 ? FIRST : NONE;
     }
-    if (IN_PLACE_EITHER.contains(op.type())) {
+    if (IN_PLACE_EITHER.contains(type)) {
       return n >= 2 ? EITHER : NONE;
     }
-    if (op.type().equals("AddN") || op.type().equals("AccumulateNV2")) {
+    if (type.equals("AddN") || type.equals("AccumulateNV2")) {
       int[] all = new int[n];
       for (int i = 0; i < n; i++) {
         all[i] = i;
@@ -139,10 +161,86 @@ public final class BufferAliases {
   }
 
   /**
-   * For every op and output, the tensor that owns its buffer: itself, or the owner of the input
-   * it shares (followed through chains of aliases). Indexed {@code [op id][output]}.
+   * For every op and output, the tensor that owns its buffer: itself, the owner of the input it
+   * shares (followed through chains of aliases), or the owner of the input buffer it takes over
+   * in place as that buffer's only reader ({@link InPlaceReuse}; on graphs whose kernels do,
+   * {@link DataflowGraph#inPlaceReuse()}). Indexed {@code [op id][output]}.
    */
   public static TensorId[][] owners(DataflowGraph g) {
+    TensorId[][] fwd = forwardingOwners(g);
+    if (!g.inPlaceReuse()) {
+      return fwd;
+    }
+    int n = g.size();
+    int[] first = new int[n + 1];
+    for (int v = 0; v < n; v++) {
+      first[v + 1] = first[v] + g.op(v).outputs().size();
+    }
+    int tensors = first[n];
+    int[][] in = new int[n][];
+    int[][][] cand = new int[n][][];
+    boolean[] shapeOnly = new boolean[n];
+    long[] bytes = new long[tensors];
+    String[] dtype = new String[tensors];
+    int[] owner = new int[tensors];
+    int[] reads = new int[tensors];
+    for (Op op : g.ops()) {
+      int v = op.id();
+      boolean pinned = MemorySimulator.isPinned(op);
+      cand[v] = new int[op.outputs().size()][];
+      for (int i = 0; i < op.outputs().size(); i++) {
+        int t = first[v] + i;
+        Tensor out = op.output(i);
+        bytes[t] = out.bytes();
+        dtype[t] = String.valueOf(out.dtype());
+        TensorId o = fwd[v][i];
+        owner[t] = first[o.op()] + o.output();
+        reads[t] = pinned || out.persistent() ? InPlaceReuse.RESIDENT
+            : owner[t] != t ? InPlaceReuse.ALIAS : 0;
+        cand[v][i] = inPlaceCandidates(op, i);
+      }
+      shapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
+      in[v] = new int[op.inputs().size()];
+      for (int k = 0; k < in[v].length; k++) {
+        TensorId x = op.inputs().get(k);
+        in[v][k] = first[x.op()] + x.output();
+      }
+    }
+    for (int v = 0; v < n; v++) {
+      if (!shapeOnly[v]) {
+        for (int x : in[v]) {
+          if (reads[owner[x]] >= 0) {
+            reads[owner[x]]++;
+          }
+        }
+      }
+    }
+    InPlaceReuse.Step step = new InPlaceReuse.Step(in, first, cand, shapeOnly, bytes, dtype);
+    if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads) == 0) {
+      return fwd;
+    }
+    TensorId[][] out = new TensorId[n][];
+    int[] opOf = new int[tensors];
+    for (int v = 0; v < n; v++) {
+      for (int t = first[v]; t < first[v + 1]; t++) {
+        opOf[t] = v;
+      }
+    }
+    for (int v = 0; v < n; v++) {
+      out[v] = new TensorId[first[v + 1] - first[v]];
+      for (int i = 0; i < out[v].length; i++) {
+        int o = owner[first[v] + i];
+        out[v][i] = o == first[v] + i ? fwd[v][i] : new TensorId(opOf[o], o - first[opOf[o]]);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * For every op and output, the tensor that owns its buffer through forwarding ops only
+   * ({@link #FORWARDING}, identity transposes): {@link #owners} without in-place reuse.
+   */
+  public static TensorId[][] forwardingOwners(DataflowGraph g) {
     TensorId[][] owner = new TensorId[g.size()][];
     for (Op op : g.ops()) {
       owner[op.id()] = new TensorId[op.outputs().size()];

@@ -16,9 +16,11 @@ import dev.lms4j.core.graph.TensorId;
  * allocate nothing and count their readers on the buffer's owner. Shape-only readers
  * ({@link OpTypes#SHAPE_ONLY}) do not keep a buffer alive.
  *
- * <p>In-place reuse, where asked for ({@link BfcReplay} asks; {@link MemorySimulator}, whose
- * conservative sum the planners aim under, does not), is decided as the step runs
- * ({@link #forward}): an element-wise op
+ * <p>In-place reuse by an op that is the only reader of a buffer does not depend on the order,
+ * and every user counts it ({@link BufferAliases#owners}: the output is an alias). Reuse by the
+ * last of several readers, where asked for ({@link BfcReplay} asks; {@link MemorySimulator},
+ * whose sum the planners aim under, does not, since the executor may run the readers in another
+ * order), is decided as the step runs ({@link #forward}): an op
  * ({@link BufferAliases#inPlaceCandidates}) that is the last reader of an input buffer of its
  * output's size takes that buffer over instead of allocating, as TensorFlow's kernels do when
  * the buffer's reference count is one; the buffer then lives until the output's last reader is
@@ -98,22 +100,34 @@ final class BufferRefs {
   }
 
   /**
-   * Decides, just before {@code op} runs, whether its output takes over an input's buffer in
-   * place: the first candidate input ({@link BufferAliases#inPlaceCandidates}) whose buffer is
-   * not resident, has the output's size and dtype, and is read by nobody after {@code op}, which
-   * reads it once. Such an output then allocates nothing ({@link #allocates} is false) and its
-   * readers keep that buffer alive.
+   * Decides, just before {@code op} runs, whether its outputs take over an input's buffer in
+   * place: per output, the first candidate input ({@link BufferAliases#inPlaceCandidates}) whose
+   * buffer is not resident, has the output's size and dtype, and is read by nobody after
+   * {@code op}, which reads it once. Such an output then allocates nothing ({@link #allocates}
+   * is false) and its readers keep that buffer alive. (Where {@code op} is the buffer's only
+   * reader, {@link BufferAliases#owners} has made the output an alias already.)
    *
-   * @return true when the output reuses an input's buffer (never when the counts were made
+   * @return true when an output reuses an input's buffer (never when the counts were made
    *     without in-place reuse)
    */
   boolean forward(Op op) {
     int v = op.id();
-    if (!inPlace || refs[v].length == 0 || refs[v][0] < 0) {
+    if (!inPlace) {
       return false;
     }
-    Tensor out = op.output(0);
-    for (int k : BufferAliases.inPlaceCandidates(op)) {
+    boolean any = false;
+    for (int i = 0; i < refs[v].length; i++) {
+      if (refs[v][i] >= 0 && forward(op, i)) {
+        any = true;
+      }
+    }
+    return any;
+  }
+
+  private boolean forward(Op op, int i) {
+    int v = op.id();
+    Tensor out = op.output(i);
+    for (int k : BufferAliases.inPlaceCandidates(op, i)) {
       TensorId o = buffer(op.inputs().get(k));
       if (refs[o.op()][o.output()] != 1) {
         continue; // resident, or read later by another op, or twice by this one
@@ -135,9 +149,9 @@ final class BufferRefs {
       if (reused[v] == null) {
         reused[v] = new TensorId[refs[v].length];
       }
-      reused[v][0] = o;
-      refs[o.op()][o.output()] += refs[v][0]; // op's own read is released after it runs
-      refs[v][0] = REUSED;
+      reused[v][i] = o;
+      refs[o.op()][o.output()] += refs[v][i]; // op's own read is released after it runs
+      refs[v][i] = REUSED;
       return true;
     }
     return false;

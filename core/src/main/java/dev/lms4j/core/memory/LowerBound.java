@@ -19,9 +19,7 @@ public final class LowerBound {
   public static long of(DataflowGraph g) {
     long pinned = 0;
     for (Op op : g.ops()) {
-      if (MemorySimulator.isPinned(op)) {
-        pinned += op.outputs().stream().mapToLong(t -> t.bytes()).sum();
-      }
+      pinned += MemorySimulator.residentBytes(g, op);
     }
     return pinned + largestOp(g);
   }

@@ -10,8 +10,10 @@ import dev.lms4j.core.graph.Tensor;
  * counts as TFLMS's simulator keeps them:
  *
  * <ul>
- *   <li>Variables, constants and feeds are resident for the whole step; other ops' persistent
- *       (ref-typed) outputs alias a variable and cost nothing.</li>
+ *   <li>Variables, constants, feeds and the constants init leaves held for the session
+ *       ({@link BfcReplay#HELD}) are resident for the whole step (feeds in host memory cost
+ *       nothing, {@link DataflowGraph#hostFeeds()}); other ops' persistent (ref-typed) outputs
+ *       alias a variable and cost nothing.</li>
  *   <li>When an op runs, its transient outputs are allocated, and its kernel holds its scratch
  *       ({@link DataflowGraph#scratchBytes(int)}: oneDNN's workspace and reorders, measured by
  *       a trace or estimated from shapes) until it ends; the memory in use at that moment (all
@@ -22,12 +24,17 @@ import dev.lms4j.core.graph.Tensor;
  *   <li>Outputs that share an input's buffer ({@link BufferAliases}: {@code Identity},
  *       {@code Reshape}, identity transposes, ...) allocate nothing; the buffer lives until the
  *       last reader of any of the tensors sharing it is done.</li>
+ *   <li>On graphs whose kernels reuse buffers ({@link DataflowGraph#inPlaceReuse()}: imported
+ *       from TensorFlow), an op that is the only reader of an input buffer its kernel may take
+ *       over in place ({@link InPlaceReuse}: element-wise kernels, softmax, the softmax
+ *       cross-entropy's gradient in its logits) allocates nothing for that output; the buffer
+ *       lives on.</li>
  *   <li>Swap-outs inserted by lms4j read their input like any op and own no device memory;
  *       swap-ins allocate their output like any op, so swap events need no special case.</li>
  * </ul>
  *
- * Not modelled: in-place forwarding of an input buffer to an output of another size or by
- * ops that may reuse an input when nothing else reads it (element-wise kernels), the allocator's
+ * Not modelled: in-place reuse by the last of several readers of a buffer (it depends on the
+ * order the executor picks; {@link BfcReplay} replays it in the order given), the allocator's
  * rounding and fragmentation ({@link BfcReplay} replays those), and an executor order other than
  * the one given ({@code docs/bench/fidelity.md} measures what that leaves).
  */
@@ -47,11 +54,7 @@ public final class MemorySimulator {
     BufferRefs refs = BufferRefs.of(g);
     long pinned = 0;
     for (Op op : g.ops()) {
-      if (isPinned(op)) {
-        for (Tensor t : op.outputs()) {
-          pinned += t.bytes();
-        }
-      }
+      pinned += residentBytes(g, op);
     }
     boolean[] done = new boolean[n];
     long[] timeline = new long[n];
@@ -94,5 +97,23 @@ public final class MemorySimulator {
   /** True when an op's outputs stay resident for the whole step (constants, feeds, variables). */
   public static boolean isPinned(Op op) {
     return OpTypes.isResident(op.type());
+  }
+
+  /**
+   * The device memory an op's outputs hold for the whole step: the bytes of a resident op's
+   * outputs and of a constant init leaves held for the session ({@link BfcReplay#HELD}), or 0
+   * for other ops and for a feed of a graph whose feeds live outside the device
+   * ({@link DataflowGraph#hostFeeds()}).
+   */
+  public static long residentBytes(DataflowGraph g, Op op) {
+    if (!isPinned(op) && !BfcReplay.HELD.equals(op.type())
+        || g.hostFeeds() && op.type().equals("Placeholder")) {
+      return 0;
+    }
+    long bytes = 0;
+    for (Tensor t : op.outputs()) {
+      bytes += t.bytes();
+    }
+    return bytes;
   }
 }

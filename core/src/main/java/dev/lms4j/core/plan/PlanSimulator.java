@@ -6,6 +6,7 @@ import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.graph.TensorId;
 import dev.lms4j.core.memory.BufferAliases;
+import dev.lms4j.core.memory.InPlaceReuse;
 import dev.lms4j.core.memory.MemorySimulator;
 import java.util.Arrays;
 
@@ -28,8 +29,11 @@ public final class PlanSimulator {
   private final int[][] baseCtl;
   private final boolean[] baseShapeOnly;
   private final long[] baseScratch;
-  /** Per base tensor, the tensor that owns its buffer (itself unless it is an alias). */
+  /** Per base tensor, the tensor that owns its buffer through forwarding ops (no reuse). */
   private final int[] baseOwner;
+  private final String[] baseDtype;
+  /** Per base op, per output, the inputs whose buffer it may take over in place. */
+  private final int[][][] baseCandidates;
   private final long pinnedBytes;
 
   /** Prepares the arrays of {@code g} once; {@link #peak} can then be called many times. */
@@ -49,7 +53,9 @@ public final class PlanSimulator {
     baseShapeOnly = new boolean[n];
     baseScratch = new long[n];
     baseOwner = new int[baseTensors];
-    TensorId[][] owner = BufferAliases.owners(g);
+    baseDtype = new String[baseTensors];
+    baseCandidates = new int[n][][];
+    TensorId[][] owner = BufferAliases.forwardingOwners(g);
     long pinned = 0;
     for (Op op : g.ops()) {
       int v = op.id();
@@ -61,16 +67,19 @@ public final class PlanSimulator {
         baseTensorOp[ti] = v;
         baseResident[ti] = pin || t.persistent();
         baseOwner[ti] = tOff[owner[v][i].op()] + owner[v][i].output();
-        if (pin) {
-          pinned += t.bytes();
-        }
+        baseDtype[ti] = String.valueOf(t.dtype());
       }
       int[] in = new int[op.inputs().size()];
       for (int k = 0; k < in.length; k++) {
         TensorId t = op.inputs().get(k);
         in[k] = tOff[t.op()] + t.output();
       }
+      pinned += MemorySimulator.residentBytes(g, op);
       baseIn[v] = in;
+      baseCandidates[v] = new int[op.outputs().size()][];
+      for (int i = 0; i < op.outputs().size(); i++) {
+        baseCandidates[v][i] = BufferAliases.inPlaceCandidates(op, i);
+      }
       baseCtl[v] = op.controlInputs().stream().mapToInt(Integer::intValue).toArray();
       baseShapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
       baseScratch[v] = g.scratchBytes(v);
@@ -90,6 +99,7 @@ public final class PlanSimulator {
     long[] bytes = Arrays.copyOf(baseBytes, tensors);
     boolean[] resident = Arrays.copyOf(baseResident, tensors);
     int[] tensorOp = Arrays.copyOf(baseTensorOp, tensors);
+    String[] dtype = Arrays.copyOf(baseDtype, tensors);
     int[][] in = Arrays.copyOf(baseIn, total);
     int[][] ctl = Arrays.copyOf(baseCtl, total);
     boolean[] copiedIn = new boolean[n];
@@ -104,6 +114,7 @@ public final class PlanSimulator {
       ctl[soId] = new int[0];
       tensorOp[soT] = soId;
       bytes[soT] = 0;
+      dtype[soT] = dtype[t];
       for (SwapPlan.SwapIn si : so.swapIns()) {
         int siId = next++;
         int siT = baseTensors + (siId - n);
@@ -115,6 +126,7 @@ public final class PlanSimulator {
         ctl[siId] = trig;
         tensorOp[siT] = siId;
         bytes[siT] = bytes[t];
+        dtype[siT] = dtype[t];
         for (String c : si.consumers()) {
           int cid = g.opOrThrow(c).id();
           if (!copiedIn[cid]) {
@@ -138,8 +150,10 @@ public final class PlanSimulator {
     }
     int[] level = levels(total, in, ctl, tensorOp);
     int[] order = schedule(level);
-    return simulate(total, order, in, bytes, resident);
+    return simulate(total, order, in, bytes, resident, dtype);
   }
+
+  private static final int[][] NO_CANDIDATES = {new int[0]};
 
   private static void addControl(int[][] ctl, boolean[] copied, int to, int from) {
     for (int c : ctl[to]) {
@@ -225,7 +239,8 @@ public final class PlanSimulator {
     return order;
   }
 
-  private long simulate(int total, int[] order, int[][] in, long[] bytes, boolean[] resident) {
+  private long simulate(int total, int[] order, int[][] in, long[] bytes, boolean[] resident,
+      String[] dtype) {
     int tensors = bytes.length;
     int[] owner = new int[tensors];
     int[] refs = new int[tensors];
@@ -243,6 +258,19 @@ public final class PlanSimulator {
           refs[o]++;
         }
       }
+    }
+    if (g.inPlaceReuse()) {
+      // the only reader of a buffer takes it over in place, decided after swaps rewired reads
+      int[] firstOut = new int[total];
+      int[][][] cand = new int[total][][];
+      boolean[] shapeOnly = new boolean[total];
+      for (int v = 0; v < total; v++) {
+        firstOut[v] = v < n ? tOff[v] : baseTensors + (v - n);
+        cand[v] = v < n ? baseCandidates[v] : NO_CANDIDATES;
+        shapeOnly[v] = v < n && baseShapeOnly[v];
+      }
+      InPlaceReuse.apply(new InPlaceReuse.Step(in, firstOut, cand, shapeOnly, bytes, dtype),
+          order, owner, refs);
     }
     long live = pinnedBytes;
     long peak = pinnedBytes;
