@@ -158,7 +158,7 @@ public final class ModelBench {
           List.of(Method.NONE, Method.TFLMS, Method.SWAP, Method.REMAT_XLA, Method.AUTO),
           new double[] {0.50, 0.33}, 0.06, 9);
       case "smoke" -> new Suite("smoke", List.of(
-          new Case("mlp", 256, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
+          new Case("mlp", 1024, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
           List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO),
           new double[] {0.8}, 0.15, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + name

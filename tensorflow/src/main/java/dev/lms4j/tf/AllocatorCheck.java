@@ -17,8 +17,11 @@ import org.slf4j.LoggerFactory;
  * allocator hands out whole chunks and grows in regions, so a step can need far more
  * ({@link BfcReplay}: a 49 MiB embedding table holds a 64 MiB chunk). The plan's step is
  * replayed through the allocator model under the whole budget; when it does not fit, the graph
- * is planned again with the memory ratio lowered by the overshoot, at most {@link #TRIES} plans
- * in all, each logged with its simulated peak and the allocator's need.
+ * is planned again with the memory ratio lowered by the overshoot (so that the next simulated
+ * peak lies below this plan's by it, and by a further {@link #STEP_DOWN} where the last re-plan
+ * did not lower the need: fragmentation between whole chunks can keep the need where it was
+ * while the live bytes drop), at most {@link #TRIES} plans in all, each logged with its
+ * simulated peak and the allocator's need.
  *
  * <p>When no plan fits the replay, the graph as given is replayed too: where it fits the whole
  * budget it is left as it was (never worse than TensorFlow). Otherwise the plan the replay
@@ -31,7 +34,9 @@ import org.slf4j.LoggerFactory;
 final class AllocatorCheck {
   private static final Logger LOG = LoggerFactory.getLogger(AllocatorCheck.class);
   /** Plans at most, the given one included. */
-  static final int TRIES = 3;
+  static final int TRIES = 4;
+  /** The further step down of the memory ratio when a re-plan did not lower the need. */
+  private static final double STEP_DOWN = 0.85;
   /** The lowest memory ratio a re-plan asks for. */
   private static final double MIN_RATIO = 0.05;
 
@@ -76,14 +81,25 @@ final class AllocatorCheck {
           t, current.needed() ? current.planner() : "no rewrite",
           String.format("%.1f", current.estimate().peakAfter() / 1048576.0), Budget.mibUp(need),
           Budget.mib(whole));
-      if (need < bestNeed) {
+      boolean lower = need < bestNeed;
+      if (lower) {
         best = current;
         bestNeed = need;
       }
       if (t == TRIES) {
         break;
       }
-      ratio = Math.max(MIN_RATIO, ratio * whole / need);
+      // aim the next plan's simulated peak below this one's by the overshoot; where the need
+      // did not drop (whole chunks and regions, not live bytes, decide it), step further down
+      long simulated = current.estimate().peakAfter();
+      ratio = ratio * whole / need;
+      if (simulated > 0) {
+        ratio = Math.min(ratio, (double) simulated / need);
+      }
+      if (!lower) {
+        ratio *= STEP_DOWN;
+      }
+      ratio = Math.max(MIN_RATIO, ratio);
       try {
         current = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
       } catch (PlanningException e) {

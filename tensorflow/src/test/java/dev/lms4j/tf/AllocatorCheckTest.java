@@ -125,4 +125,30 @@ class AllocatorCheckTest {
     });
     assertThat(ratios).containsExactly(0.8 * 90 / 94);
   }
+
+  /**
+   * Each re-plan aims its simulated peak below the last plan's by the overshoot, and steps a
+   * further 15% down where the need did not drop: the large graph needs 124 MiB of a 100 MiB
+   * budget whatever the plans' simulated peaks say (here 50 MiB, so the first re-plan aims at
+   * 50 x 100/124 MiB, not at 0.8 x 100/124 of the budget).
+   */
+  @Test
+  void aReplanAimsBelowTheLastPlansSimulatedPeakAndStepsDownWhereTheNeedStays() {
+    DataflowGraph model = large();
+    PlanningContext ctx = PlanningContext.of(Budget.of(100 * MIB), TensorPolicy.builtin(model));
+    List<Double> ratios = new ArrayList<>();
+    // no rewrite came under the budget: refused with the allocator's need
+    assertThatThrownBy(() -> AllocatorCheck.check(model, large(), ctx,
+        MemoryPlan.unchanged("test", model, ctx, 50 * MIB), c -> {
+          ratios.add(c.budget().memRatio());
+          return MemoryPlan.unchanged("test", model, c, 50 * MIB);
+        })).isInstanceOfSatisfying(PlanningException.class,
+            e -> assertThat(e.smallestBudgetBytes()).isEqualTo(124 * MIB));
+    assertThat(ratios).hasSize(AllocatorCheck.TRIES - 1);
+    // plan 1 at 0.8: simulated 50, need 124 -> 50/124 (below 0.8 x 100/124)
+    assertThat(ratios.get(0)).isCloseTo(50.0 / 124, offset(1e-9));
+    // the need stayed at 124: the ratio lowered by the overshoot, then by 0.85
+    assertThat(ratios.get(1)).isCloseTo(50.0 / 124 * 100 / 124 * 0.85, offset(1e-9));
+    assertThat(ratios.get(2)).isCloseTo(ratios.get(1) * 100 / 124 * 0.85, offset(1e-9));
+  }
 }
