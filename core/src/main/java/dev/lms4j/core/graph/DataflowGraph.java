@@ -35,6 +35,9 @@ public final class DataflowGraph {
   private final int[] topoOrder;
   /** Effective scratch per op (measured, else estimated), computed on first use. */
   private volatile long[] scratchBytes;
+  /** Values derived from this graph alone ({@link #derived}), by key. */
+  private final java.util.concurrent.ConcurrentHashMap<Object, Object> derived =
+      new java.util.concurrent.ConcurrentHashMap<>();
   private final boolean inPlaceReuse;
   private final boolean hostFeeds;
 
@@ -290,6 +293,29 @@ public final class DataflowGraph {
    */
   public boolean inPlaceReuse() {
     return inPlaceReuse;
+  }
+
+  /**
+   * A value computed from this graph alone, once: the graph never changes, so {@code compute}
+   * runs on first use and its result is kept with the graph (e.g. which tensor owns each
+   * buffer, which every simulation of the graph asks for). The value is shared by all callers,
+   * who must not modify it.
+   *
+   * @param key     identifies the value (a constant of the class that computes it)
+   * @param compute computes it from this graph
+   */
+  @SuppressWarnings("unchecked")
+  public <T> T derived(Object key, java.util.function.Function<DataflowGraph, T> compute) {
+    Object v = derived.get(key);
+    if (v == null) {
+      // not computeIfAbsent: compute may ask for other derived values of this graph
+      v = compute.apply(this);
+      Object before = derived.putIfAbsent(key, v);
+      if (before != null) {
+        v = before;
+      }
+    }
+    return (T) v;
   }
 
   /**

@@ -111,6 +111,8 @@ public final class BufferAliases {
   private static final int[] NONE = {};
   private static final int[] FIRST = {0};
   private static final int[] EITHER = {0, 1};
+  /** The key of {@link #owners} among a graph's derived values. */
+  private static final Object OWNERS = new Object();
 
   /**
    * The input of {@code op} whose buffer its output {@code output} shares, or null when the
@@ -164,9 +166,14 @@ public final class BufferAliases {
    * For every op and output, the tensor that owns its buffer: itself, the owner of the input it
    * shares (followed through chains of aliases), or the owner of the input buffer it takes over
    * in place as that buffer's only reader ({@link InPlaceReuse}; on graphs whose kernels do,
-   * {@link DataflowGraph#inPlaceReuse()}). Indexed {@code [op id][output]}.
+   * {@link DataflowGraph#inPlaceReuse()}). Indexed {@code [op id][output]}. Computed once per
+   * graph ({@link DataflowGraph#derived}) and shared: callers must not modify it.
    */
   public static TensorId[][] owners(DataflowGraph g) {
+    return g.derived(OWNERS, BufferAliases::computeOwners);
+  }
+
+  private static TensorId[][] computeOwners(DataflowGraph g) {
     TensorId[][] fwd = forwardingOwners(g);
     if (!g.inPlaceReuse()) {
       return fwd;
