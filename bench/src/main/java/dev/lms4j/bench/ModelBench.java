@@ -17,6 +17,7 @@ import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
+import dev.lms4j.tf.run.Probe;
 import dev.lms4j.tf.run.RunResult;
 import dev.lms4j.train.models.ModelSpec;
 import dev.lms4j.train.models.ModelZoo;
@@ -77,16 +78,29 @@ public final class ModelBench {
     /** XLA-style rematerialization (standard mode) under the budget. */
     REMAT_XLA(LmsMode.REMAT_XLA),
     AUTO(LmsMode.AUTO),
+    /**
+     * {@code auto} as {@code run}, {@code train} and the {@code Trainer}'s callback use it: its
+     * plan probed under the budget first ({@code Probe.closeLoop}: other modes' plans, then
+     * lower planning limits, when the probe runs out of memory); the graph the probe accepts
+     * is what runs.
+     */
+    AUTO_PROBE("auto+probe", LmsMode.AUTO, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, true),
     SQRT(LmsMode.SQRT);
 
     final String label;
     final LmsMode mode;
     final RewriterConfig.MemOptType memOpt;
+    final boolean probe;
 
     Method(String label, LmsMode mode, RewriterConfig.MemOptType memOpt) {
+      this(label, mode, memOpt, false);
+    }
+
+    Method(String label, LmsMode mode, RewriterConfig.MemOptType memOpt, boolean probe) {
       this.label = label;
       this.mode = mode;
       this.memOpt = memOpt;
+      this.probe = probe;
     }
 
     /** An lms4j mode, labelled with its command-line name. */
@@ -130,7 +144,10 @@ public final class ModelBench {
 
   /** The configuration of a named suite. */
   public static Suite suite(String name) {
-    List<Method> all = List.of(Method.values());
+    // the quick and full suites measure the planners' own plans; the probe's column (a worker
+    // run per try) is the smoke suite's and the corpus's
+    List<Method> all = java.util.Arrays.stream(Method.values())
+        .filter(m -> m != Method.AUTO_PROBE).toList();
     return switch (name) {
       case "quick" -> new Suite("quick", List.of(
           new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
@@ -159,7 +176,8 @@ public final class ModelBench {
           new double[] {0.50, 0.33}, 0.06, 9);
       case "smoke" -> new Suite("smoke", List.of(
           new Case("mlp", 1024, Map.of("layers", "4", "width", "512"), null, 4, true, false)),
-          List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO),
+          List.of(Method.NONE, Method.GRAPPLER_RECOMPUTATION, Method.TFLMS, Method.AUTO,
+              Method.AUTO_PROBE),
           new double[] {0.8}, 0.15, 2);
       default -> throw new IllegalArgumentException("unknown suite '" + name
           + "' (expected quick, full, steptime or smoke)");
@@ -277,6 +295,17 @@ public final class ModelBench {
     Planned plan(TrainingGraph tg, Method m, long budget) {
       if (!m.isLms()) {
         return new Planned(tg, null, null, null);
+      }
+      if (m.probe) {
+        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
+        Probe.Outcome o = Probe.closeLoop(tg, lms,
+            Probe.Options.of(budget, lms.budget().memRatio()));
+        if (!o.trains()) {
+          return new Planned(null, null, "probe " + o.verdict().name()
+              .toLowerCase(Locale.ROOT) + ": " + o.message(), null);
+        }
+        return new Planned(new TrainingGraph(o.graphDef(), tg.manifest()), o.result(), null,
+            lms.costModel());
       }
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
@@ -486,12 +515,13 @@ public final class ModelBench {
       long fixedMib = Math.round(noLmsMib * 1.05);
       // capacity and input size are searched for no-LMS and the methods whose smallest budget
       // is at most 90% of no-LMS's; the others cannot train much more than no-LMS at that
-      // budget, and their searches would take a third of the suite's time
+      // budget, and their searches would take a third of the suite's time. auto+probe is not
+      // searched: each batch that runs out of memory costs it a probe per try (minutes in all)
       List<Method> sizeMethods = new ArrayList<>();
       ArrayNode skipped = JSON.createArrayNode();
       for (Method m : s.methods()) {
         long mm = minMib.get(m);
-        if (m == Method.NONE || (mm > 0 && mm <= 0.9 * noLmsMib)) {
+        if (m == Method.NONE || (!m.probe && mm > 0 && mm <= 0.9 * noLmsMib)) {
           sizeMethods.add(m);
         } else {
           skipped.add(m.label);

@@ -17,7 +17,9 @@ import picocli.CommandLine.Option;
             + "smallest budget that trains (bisection), step time at 50/33/25%% of the no-LMS "
             + "budget vs unbudgeted, predicted vs measured peak, the largest batch and input "
             + "size at a fixed budget against the physical limit, planning time at 10k and 100k "
-            + "ops. quick takes about 20 minutes on 2 cores; smoke about 3. steptime: ResNet-50's "
+            + "ops. quick takes about 20 minutes on 2 cores; smoke (an MLP; no LMS, grappler's "
+            + "recomputation, tflms, auto, and auto+probe: auto's plan probed under the budget "
+            + "first, as run and train do) about 3. steptime: ResNet-50's "
             + "step times only (no LMS, tflms, swap, remat-xla, auto) at 50 and 33%% of the "
             + "no-LMS budget, in 9 rounds, about 8 minutes.",
         "corpus: per corpus family (graphs built as TF Java users build them: resource "
