@@ -28,14 +28,15 @@ import org.slf4j.LoggerFactory;
  * (every activation swapped, 11.6 MiB simulated) needs 15.
  *
  * <p>A plan is accepted where its replay fits the budget with {@link #HEADROOM} of it to spare:
- * the replay does not know where {@code init} left the variables (which initial value took the
- * first region's tail, as a whole chunk) nor the executor's exact order. Measured on the zoo's
- * mlp (4 x 512, batch 1024): a hybrid plan the replay fitted into exactly 19 MiB ran out of
- * memory at 19 MiB, its traced peak 18.1 MiB under a large budget; the traced init left 6.0
- * MiB in use for 4.6 MiB of variables where the replay holds 5.0.
+ * the replay follows its own order, not the executor's, and places regions as it grows them,
+ * so an allocation at the very edge can go either way. Measured on the zoo's mlp (4 x 512,
+ * batch 1024): a hybrid plan the replay fitted into exactly 19 MiB ran out of memory at 19 MiB
+ * (its traced peak 18.1 MiB under a large budget), though the replay's 6.0 MiB in use before
+ * the step matches a traced init's.
  *
  * <p>When no plan fits the replay, the graph as given is replayed too: where it fits the whole
- * budget it is left as it was (never worse than TensorFlow). Otherwise the plan the replay
+ * budget and needs no more than the closest plan, it is left as it was (never worse than
+ * TensorFlow). Otherwise the plan the replay
  * found closest is kept, with a warning naming its need: the allocator model misses kernel
  * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
  * a plan on its own; {@code run} and {@code train} probe the plan before training. Where the
@@ -148,21 +149,25 @@ final class AllocatorCheck {
     }
     int[] givenOrder = Levels.of(given).schedule();
     if (BfcReplay.replay(given, givenOrder, whole).fits()) {
-      LOG.warn("[LMS][0] Allocator replay: no plan fits the {} MiB budget, but the graph as "
-          + "given does: it is left as it was", Budget.mib(whole));
-      return new Outcome(null, true, needBytes(given, givenOrder, whole));
+      long givenNeed = needBytes(given, givenOrder, whole);
+      if (givenNeed <= bestNeed) {
+        LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
+            + "the graph as given fits it and needs no more: it is left as it was",
+            Math.round(HEADROOM * 100), Budget.mib(whole));
+        return new Outcome(null, true, givenNeed);
+      }
     }
-    if (!best.needed()) {
+    if (!best.needed() && bestNeed > whole) {
       // the planners saw no need to rewrite, the allocator does, and no plan came under it
       throw new PlanningException("A budget of " + Budget.mib(whole) + " MiB cannot work: the "
           + "graph's live tensors fit it, but TensorFlow's allocator (whole chunks, regions) "
           + "needs about " + Budget.mibUp(bestNeed) + " MiB for it, and no plan at a lower "
           + "memory ratio came under the budget.", bestNeed);
     }
-    LOG.warn("[LMS][0] Allocator replay: no plan fits the {} MiB budget; keeping the {} plan, "
-        + "which needs about {} MiB of TensorFlow's allocator (the model may miss kernel "
-        + "scratch, so a plan is not refused on this alone)", Budget.mib(whole), best.planner(),
-        Budget.mibUp(bestNeed));
+    LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free; keeping "
+        + "the {} plan, which needs about {} MiB of TensorFlow's allocator (the model may miss "
+        + "kernel scratch, so a plan is not refused on this alone)", Math.round(HEADROOM * 100),
+        Budget.mib(whole), best.needed() ? best.planner() : "no-rewrite", Budget.mibUp(bestNeed));
     return new Outcome(best, false, bestNeed);
   }
 

@@ -156,6 +156,30 @@ class AllocatorCheckTest {
   }
 
   /**
+   * Where no plan leaves the headroom but the closest one needs less than the graph as given,
+   * the plan is kept: the small graph needs 94 MiB of a 98 MiB budget, the given one (a 32 MiB
+   * activation) more, though it fits too.
+   */
+  @Test
+  void aPlanInsideTheHeadroomIsKeptOverAGivenGraphThatNeedsMore() {
+    DataflowGraph model = small();
+    DataflowGraph given = DataflowGraph.builder()
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * MIB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(32 * MIB))
+        .build();
+    long budget = 98 * MIB;
+    assertThat(AllocatorCheck.fits(given, budget)).isTrue();
+    assertThat(AllocatorCheck.needBytes(given, budget)).isGreaterThan(94 * MIB);
+    PlanningContext ctx = PlanningContext.of(Budget.of(budget), TensorPolicy.builtin(model));
+    MemoryPlan plan = MemoryPlan.unchanged("test", model, ctx, 0);
+    AllocatorCheck.Outcome o = AllocatorCheck.check(model, given, ctx, plan,
+        c -> MemoryPlan.unchanged("test", model, c, 0));
+    assertThat(o.asGiven()).isFalse();
+    assertThat(o.plan()).isSameAs(plan);
+    assertThat(o.needBytes()).isEqualTo(94 * MIB);
+  }
+
+  /**
    * A re-plan aimed below what the planner can reach (here: a simulated peak of 35 MiB, refused
    * below ratio 0.35 of the 100 MiB budget, naming the budget that would do) is made once more
    * at the ratio where that peak fits, once, and never at or above the ratio of the plan before.
