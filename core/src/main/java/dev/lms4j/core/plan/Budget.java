@@ -73,7 +73,8 @@ public record Budget(long bytes, double memRatio) {
     if (isSet() && !fits(floorBytes)) {
       long need = smallestBudgetFor(floorBytes);
       throw new PlanningException("A budget of " + mib(bytes) + " MiB cannot work: resident "
-          + "tensors (weights, constants, feeds) plus the largest op's working set need "
+          + "tensors (weights, constants, feeds unless they stay in host memory) plus the "
+          + "largest op's working set need "
           + mib(floorBytes) + " MiB, so the smallest budget that could work is about "
           + mibUp(need) + " MiB (at memory ratio " + memRatio + ").", need);
     }
