@@ -72,12 +72,14 @@ public final class BfcReplay {
     BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
     // the constants held outside the step first (the init runs built them before they assigned
-    // any variable), then the resident tensors
+    // any variable), then the other tensors resident in device memory (variables, constants,
+    // feeds where they do not stay in host memory)
     for (boolean held : new boolean[] {true, false}) {
       for (Op op : g.ops()) {
         chunk[op.id()] = new long[op.outputs().size()];
-        if (held ? HELD.equals(op.type())
-            : MemorySimulator.isPinned(op) && MemorySimulator.residentBytes(g, op) > 0) {
+        boolean heldConstant = HELD.equals(op.type());
+        if (held ? heldConstant
+            : !heldConstant && MemorySimulator.residentBytes(g, op) > 0) {
           for (Tensor t : op.outputs()) {
             if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
               return bfc.failed(op.name(), t.bytes());
