@@ -33,7 +33,22 @@ final class Bisection {
 
   /** {@link #smallest} with the bound that failed last, to tell what was left unprobed. */
   static Edge search(long lo, long hi, long resolutionMib, Probe p) throws IOException {
-    if (!p.fits(hi)) {
+    return search(lo, hi, resolutionMib, 1, p);
+  }
+
+  /**
+   * As {@link #search(long, long, long, Probe)}, probing {@code hi} up to {@code topTries}
+   * times before giving up: where {@code hi} is a budget at which the same graph trained once
+   * (another search's answer), a single run out of memory there may be the edge's variation
+   * between runs, not the method's limit.
+   */
+  static Edge search(long lo, long hi, long resolutionMib, int topTries, Probe p)
+      throws IOException {
+    boolean top = false;
+    for (int i = 0; i < topTries && !top; i++) {
+      top = p.fits(hi);
+    }
+    if (!top) {
       return new Edge(hi, -1);
     }
     while (hi - lo > resolutionMib) {

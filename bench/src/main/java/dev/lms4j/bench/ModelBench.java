@@ -594,11 +594,13 @@ public final class ModelBench {
 
     /**
      * Where the bisection for {@code m} over (lo, hi] stopped: the smallest MiB that trained (-1
-     * when hi did not) and the last that failed.
+     * when hi did not) and the last that failed. An lms4j mode's search starts at no LMS's
+     * smallest budget, where a mode that finds LMS not necessary runs the very graph that
+     * trained there once, at its edge: hi is probed twice before the mode is said to find none.
      */
     Bisection.Edge smallestMib(TrainingGraph tg, Method m, long lo, long hi) throws IOException {
       long step = Math.max(2, (long) (hi * s.resolution()));
-      return Bisection.search(Math.max(1, lo - 1), hi, step,
+      return Bisection.search(Math.max(1, lo - 1), hi, step, m.isLms() ? 2 : 1,
           mib -> fits(tg, m, mib << 20, "budget"));
     }
 

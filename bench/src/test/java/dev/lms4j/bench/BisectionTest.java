@@ -26,6 +26,34 @@ class BisectionTest {
     assertThat(e.unknown(100)).isFalse();
   }
 
+  /** A top that fails once and trains on its second probe: searched below with two tries. */
+  @Test
+  void theTopIsProbedAgainWhenAskedTo() throws Exception {
+    List<Long> probed = new ArrayList<>();
+    int[] topRuns = {0};
+    Bisection.Probe flaky = mib -> {
+      probed.add(mib);
+      if (mib == 100) {
+        return ++topRuns[0] > 1;
+      }
+      return mib >= 60;
+    };
+    assertThat(Bisection.search(10, 100, 20, 1, flaky).fits()).isEqualTo(-1);
+    probed.clear();
+    topRuns[0] = 0;
+    Bisection.Edge e = Bisection.search(10, 100, 20, 2, flaky);
+    // 100 fails, 100 fits, 55 fails, 77 fits; 77 - 55 > 20: 66 fits; 66 - 55 <= 20 stops
+    assertThat(probed).containsExactly(100L, 100L, 55L, 77L, 66L);
+    assertThat(e).isEqualTo(new Bisection.Edge(55, 66));
+    // a top that never fits is probed twice, then nothing fits
+    probed.clear();
+    assertThat(Bisection.search(10, 100, 20, 2, mib -> {
+      probed.add(mib);
+      return false;
+    }).fits()).isEqualTo(-1);
+    assertThat(probed).containsExactly(100L, 100L);
+  }
+
   @Test
   void nothingFitsWhenTheTopFails() throws Exception {
     Bisection.Edge e = Bisection.search(10, 100, 5, mib -> false);
