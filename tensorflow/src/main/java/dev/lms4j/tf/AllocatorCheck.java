@@ -120,31 +120,35 @@ final class AllocatorCheck {
         ratio *= STEP_DOWN;
       }
       ratio = Math.max(MIN_RATIO, ratio);
+      MemoryPlan next = null;
+      PlanningException refused = null;
       try {
-        current = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
+        next = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
       } catch (PlanningException e) {
-        // aimed below what the planner can reach: its most thorough plan, at the ratio where
-        // the lowest simulated peak it names fits, may still need less than the plans so far
-        double reach = e.smallestBudgetBytes() > whole
-            ? ratio * e.smallestBudgetBytes() / whole : Double.NaN;
-        if (reached || !(reach < planRatio)) {
-          LOG.info("[LMS][0] Allocator replay: no plan at memory ratio {} ({})",
-              String.format("%.2f", ratio), e.getMessage());
-          break;
-        }
+        refused = e;
+      }
+      // aimed below what the planner can reach: its most thorough plan, at the ratio where the
+      // lowest simulated peak its refusal names fits, may still need less than the plans so far
+      double reach = refused != null && !reached && refused.smallestBudgetBytes() > whole
+          ? ratio * refused.smallestBudgetBytes() / whole : Double.NaN;
+      if (reach < planRatio) {
         LOG.info("[LMS][0] Allocator replay: no plan at memory ratio {}; planning at {}, where "
             + "the planner's lowest simulated peak fits", String.format("%.3f", ratio),
             String.format("%.3f", reach));
         ratio = reach;
         reached = true;
         try {
-          current = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
-        } catch (PlanningException again) {
-          LOG.info("[LMS][0] Allocator replay: no plan at memory ratio {} ({})",
-              String.format("%.2f", ratio), again.getMessage());
-          break;
+          next = planner.apply(ctx.withBudget(budget.withMemRatio(ratio)));
+        } catch (PlanningException e) {
+          refused = e;
         }
       }
+      if (next == null) {
+        LOG.info("[LMS][0] Allocator replay: no plan at memory ratio {} ({})",
+            String.format("%.2f", ratio), refused.getMessage());
+        break;
+      }
+      current = next;
       planRatio = ratio;
     }
     int[] givenOrder = Levels.of(given).schedule();
