@@ -296,8 +296,8 @@ public final class ModelBench {
       if (!m.isLms()) {
         return new Planned(tg, null, null, null);
       }
+      Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
       if (m.probe) {
-        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
         Probe.Outcome o = Probe.closeLoop(tg, lms,
             Probe.Options.of(budget, lms.budget().memRatio()));
         if (!o.trains()) {
@@ -308,7 +308,6 @@ public final class ModelBench {
             lms.costModel());
       }
       try {
-        Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
         LmsResult lr = lms.rewrite(tg);
         // the cost model the planner used: with the active swap path's bandwidth
         return new Planned(new TrainingGraph(lr.graphDef(), tg.manifest()), lr, null,
