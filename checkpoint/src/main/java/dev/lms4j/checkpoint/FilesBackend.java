@@ -19,6 +19,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -82,29 +83,25 @@ final class FilesBackend implements CheckpointBackend {
     Path tmp = CheckpointDirs.newTemp(root, step);
     boolean done = false;
     try {
-      List<Future<Long>> crcs = new ArrayList<>();
+      List<Callable<Long>> writes = new ArrayList<>();
       for (int i = 0; i < tensors.size(); i++) {
         TensorView v = tensors.get(i);
         Path file = tmp.resolve(fileName(i));
-        crcs.add(pool.submit(() -> write(v, file)));
+        writes.add(() -> write(v, file));
       }
-      for (int i = 0; i < tensors.size(); i++) {
-        await(crcs, i, tensors.get(i).name());
-      }
+      long[] crcs = runAll(writes, tensors, "writing");
       if (fsync) {
         // fsync after all writes: the kernel writes back every file at once meanwhile, instead
         // of one file at a time (as dd conv=fsync does with one file)
-        List<Future<Long>> syncs = new ArrayList<>();
+        List<Callable<Long>> syncs = new ArrayList<>();
         for (int i = 0; i < tensors.size(); i++) {
           Path file = tmp.resolve(fileName(i));
-          syncs.add(pool.submit(() -> {
+          syncs.add(() -> {
             CheckpointDirs.fsync(file);
             return 0L;
-          }));
+          });
         }
-        for (int i = 0; i < tensors.size(); i++) {
-          await(syncs, i, tensors.get(i).name());
-        }
+        runAll(syncs, tensors, "syncing");
       }
       ObjectNode manifest = JSON.createObjectNode();
       manifest.put("format", FORMAT).put("step", step);
@@ -114,7 +111,7 @@ final class FilesBackend implements CheckpointBackend {
       List<TensorSpec> specs = new ArrayList<>();
       for (int i = 0; i < tensors.size(); i++) {
         TensorView v = tensors.get(i);
-        long crc = await(crcs, i, v.name());
+        long crc = crcs[i];
         ObjectNode t = arr.addObject();
         t.put("name", v.name()).put("dtype", v.dtype().manifestName());
         ArrayNode shape = t.putArray("shape");
@@ -174,26 +171,53 @@ final class FilesBackend implements CheckpointBackend {
     return crc.getValue();
   }
 
-  private static long await(List<Future<Long>> futures, int i, String tensor)
-      throws IOException {
-    try {
-      return futures.get(i).get();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      futures.forEach(f -> f.cancel(true));
-      throw new IOException("interrupted while writing tensor '" + tensor + "'", e);
-    } catch (ExecutionException e) {
-      futures.forEach(f -> f.cancel(true));
-      for (Future<Long> f : futures) {
+  /**
+   * Runs one task per tensor on the pool and waits for every one of them to end, even when one
+   * fails or this thread is interrupted: a task reads or writes the tensor's own memory, which the
+   * caller frees as soon as this returns or throws, so no task may outlive the call (cancelling a
+   * running task does not stop it, and {@code get()} on a cancelled future does not wait).
+   *
+   * @return each task's result, in order
+   * @throws IOException the first failure, naming its tensor
+   */
+  private long[] runAll(List<? extends Callable<Long>> tasks, List<TensorView> tensors,
+      String what) throws IOException {
+    List<Future<Long>> futures = new ArrayList<>();
+    for (Callable<Long> t : tasks) {
+      futures.add(pool.submit(t));
+    }
+    long[] out = new long[futures.size()];
+    IOException first = null;
+    boolean interrupted = false;
+    for (int i = 0; i < futures.size(); i++) {
+      while (true) {
         try {
-          f.get(); // let the other writers stop before the temp dir is removed
-        } catch (Exception ignored) {
-          // reported through the first failure
+          out[i] = futures.get(i).get();
+          break;
+        } catch (InterruptedException e) {
+          interrupted = true; // keep waiting: the task still uses the tensor's memory
+        } catch (ExecutionException e) {
+          if (first == null) {
+            Throwable c = e.getCause();
+            first = c instanceof CorruptCheckpointException cc ? cc
+                : new IOException(what + " tensor '" + tensors.get(i).name() + "' failed: " + c,
+                    c);
+          }
+          break;
         }
       }
-      Throwable c = e.getCause();
-      throw new IOException("writing tensor '" + tensor + "' failed: " + c, c);
     }
+    if (interrupted) {
+      Thread.currentThread().interrupt();
+      if (first == null) {
+        first = new IOException("interrupted while " + what + " " + futures.size()
+            + " tensors (every one of them finished)");
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+    return out;
   }
 
   @Override
@@ -201,8 +225,9 @@ final class FilesBackend implements CheckpointBackend {
     checkOpen();
     Path dir = Path.of(checkpoint.location());
     Map<String, Entry> entries = readManifest(dir).entries;
-    List<Future<Void>> futures = new ArrayList<>();
-    List<String> names = new ArrayList<>();
+    // every target is checked before any is read: a refusal must not leave a reader running
+    // into memory the caller frees when this throws
+    List<Callable<Long>> reads = new ArrayList<>();
     for (TensorView t : targets) {
       Entry e = entries.get(t.name());
       if (e == null) {
@@ -214,30 +239,12 @@ final class FilesBackend implements CheckpointBackend {
             + java.util.Arrays.toString(e.spec.shape()) + " in checkpoint " + dir
             + " but the target is " + t.dtype() + java.util.Arrays.toString(t.shape()));
       }
-      names.add(t.name());
-      futures.add(pool.submit(() -> {
+      reads.add(() -> {
         read(dir, e, t);
-        return null;
-      }));
+        return 0L;
+      });
     }
-    IOException first = null;
-    for (int i = 0; i < futures.size(); i++) {
-      try {
-        futures.get(i).get();
-      } catch (InterruptedException ex) {
-        Thread.currentThread().interrupt();
-        throw new IOException("interrupted while loading " + dir, ex);
-      } catch (ExecutionException ex) {
-        Throwable c = ex.getCause();
-        if (first == null) {
-          first = c instanceof IOException io ? io
-              : new IOException("reading tensor '" + names.get(i) + "' failed: " + c, c);
-        }
-      }
-    }
-    if (first != null) {
-      throw first;
-    }
+    runAll(reads, targets, "reading");
   }
 
   private static void read(Path dir, Entry e, TensorView target) throws IOException {

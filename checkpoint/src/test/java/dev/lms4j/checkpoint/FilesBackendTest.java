@@ -183,4 +183,70 @@ class FilesBackendTest extends CheckpointBackendContractTest {
     }
   }
 
+  private static List<TensorView> bigViews(int n, int bytes, byte fill) {
+    List<TensorView> out = new java.util.ArrayList<>();
+    for (int i = 0; i < n; i++) {
+      ByteBuffer b = ByteBuffer.allocateDirect(bytes);
+      for (int j = 0; j < bytes; j += 4096) {
+        b.put(j, fill);
+      }
+      out.add(TensorView.of("t" + i, DType.UINT8, new long[] {bytes}, b));
+    }
+    return out;
+  }
+
+  /**
+   * A load refused for one target reads into none: the caller frees the targets when load
+   * throws, so a reader still running then would write into freed memory (this once corrupted
+   * the native heap of the test JVM).
+   */
+  @Test
+  void aRefusedLoadReadsIntoNoTarget() throws IOException {
+    try (CheckpointBackend b = open("fsync=false")) {
+      CheckpointInfo info = b.save(3, Map.of(), bigViews(4, 4 << 20, (byte) 7));
+      List<TensorView> targets = new java.util.ArrayList<>(bigViews(4, 4 << 20, (byte) 0));
+      targets.add(TensorView.of("absent", DType.UINT8, new long[] {1},
+          ByteBuffer.allocateDirect(1)));
+      assertThatThrownBy(() -> b.load(info, targets)).isInstanceOf(IOException.class)
+          .hasMessageContaining("no tensor 'absent'");
+      List<TensorView> wrongShape = bigViews(4, 4 << 20, (byte) 0);
+      wrongShape.set(3, TensorView.of("t3", DType.UINT8, new long[] {1},
+          ByteBuffer.allocateDirect(1)));
+      assertThatThrownBy(() -> b.load(info, wrongShape))
+          .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("'t3'");
+      for (List<TensorView> ts : List.of(targets, wrongShape)) {
+        for (TensorView t : ts) {
+          ByteBuffer d = t.data();
+          for (int j = 0; j < d.capacity(); j += 4096) {
+            assertThat(d.get(j)).as(t.name()).isZero();
+          }
+        }
+      }
+      b.load(info, bigViews(4, 4 << 20, (byte) 0)); // and the checkpoint itself is fine
+    }
+  }
+
+  /**
+   * An interrupted save waits for its writers before it throws (they read the tensors' memory,
+   * which the caller may free right after), leaves no checkpoint and keeps the interrupt.
+   */
+  @Test
+  void anInterruptedSaveWaitsForItsWritersAndLeavesNothing() throws IOException {
+    try (CheckpointBackend b = open("fsync=false")) {
+      List<TensorView> views = bigViews(6, 4 << 20, (byte) 1);
+      Thread.currentThread().interrupt();
+      try {
+        assertThatThrownBy(() -> b.save(5, Map.of(), views)).isInstanceOf(IOException.class)
+            .hasMessageContaining("interrupted while writing 6 tensors");
+        assertThat(Thread.currentThread().isInterrupted()).isTrue();
+      } finally {
+        Thread.interrupted();
+      }
+      assertThat(b.list()).isEmpty();
+      try (Stream<Path> st = Files.list(dir)) {
+        assertThat(st).isEmpty();
+      }
+    }
+  }
+
 }
