@@ -316,9 +316,12 @@ static void* create_disk(TF_OpKernelConstruction* ctx) {
 
 static void delete_kernel(void* k) { free(k); }
 
+/* TensorFlow's largest rank is 254 (TensorShape::MaxDimensions()). */
+#define MAX_DIMS 256
+
 static int dims_of(const TF_Tensor* t, int64_t* dims) {
   int n = TF_NumDims(t);
-  for (int i = 0; i < n && i < 64; i++) dims[i] = TF_Dim(t, i);
+  for (int i = 0; i < n && i < MAX_DIMS; i++) dims[i] = TF_Dim(t, i);
   return n;
 }
 
@@ -328,7 +331,7 @@ static void enqueue_copy(TF_Tensor* in, void* dst, size_t len);
  * is queued and in is handed to the copy thread: returns 1 then (the caller must not delete in),
  * else 0. */
 static int swap_out_copy(TF_OpKernelContext* ctx, TF_Tensor* in, int async, TF_Status* s) {
-  int64_t dims[64];
+  int64_t dims[MAX_DIMS];
   int nd = dims_of(in, dims);
   size_t len = TF_TensorByteSize(in);
   TF_Tensor* out;
@@ -346,7 +349,7 @@ static int swap_out_copy(TF_OpKernelContext* ctx, TF_Tensor* in, int async, TF_S
     if (!async) memcpy(buf, TF_TensorData(in), len);
     out = TF_NewTensor(TF_TensorType(in), dims, nd, buf, len, host_free, NULL);
     if (!out) {
-      host_free(buf, len, NULL);
+      /* TF_NewTensor has called host_free on buf already when it returns NULL */
       TF_SetStatus(s, LMS4J_TF_INTERNAL, "lms4j swap-out: TF_NewTensor failed");
       return 0;
     }
@@ -368,7 +371,7 @@ static int swap_out_copy(TF_OpKernelContext* ctx, TF_Tensor* in, int async, TF_S
 
 /* Allocates output 0 like in (counted by TF's allocator); the copy is left to the caller. */
 static TF_Tensor* swap_in_alloc(TF_OpKernelContext* ctx, TF_Tensor* in, TF_Status* s) {
-  int64_t dims[64];
+  int64_t dims[MAX_DIMS];
   int nd = dims_of(in, dims);
   size_t len = TF_TensorByteSize(in);
   if (len > 0 && !live_wait(TF_TensorData(in))) {
@@ -556,7 +559,7 @@ static void swap_out_disk_compute(void* kernel, TF_OpKernelContext* ctx) {
   int64_t id = __atomic_add_fetch(&file_counter, 1, __ATOMIC_SEQ_CST);
   FileRef* f = calloc(1, sizeof(FileRef));
   file_name(f->path, sizeof(f->path), k->path, id);
-  int64_t dims[64];
+  int64_t dims[MAX_DIMS];
   FileHeader h;
   memcpy(h.magic, MAGIC, 8);
   h.dtype = TF_TensorType(in);
@@ -601,17 +604,33 @@ static void swap_in_disk_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (TF_GetCode(s) != LMS4J_TF_OK) goto out;
   file_name(path, sizeof path, k->path, *(const int64_t*)TF_TensorData(in));
   FileHeader h;
-  int64_t dims[64];
+  int64_t dims[MAX_DIMS];
   fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 || read_all(fd, (char*)&h, sizeof h) != 0 || memcmp(h.magic, MAGIC, 8) != 0
-      || h.ndims < 0 || h.ndims > 64 || h.dtype != k->dtype
+      || h.ndims < 0 || h.ndims > MAX_DIMS || h.dtype != k->dtype
       || read_all(fd, (char*)dims, sizeof(int64_t) * (size_t)h.ndims) != 0) {
     snprintf(msg, sizeof msg, "lms4j swap-in: cannot read %s", path);
     TF_SetStatus(s, LMS4J_TF_DATA_LOSS, msg);
     goto out;
   }
+  int bad = 0;
+  for (int i = 0; i < h.ndims; i++) {
+    if (dims[i] < 0) bad = 1;
+  }
+  if (bad) {
+    snprintf(msg, sizeof msg, "lms4j swap-in: %s has a bad header", path);
+    TF_SetStatus(s, LMS4J_TF_DATA_LOSS, msg);
+    goto out;
+  }
   out = TF_AllocateOutput(ctx, 0, h.dtype, dims, h.ndims, h.bytes, s);
   if (TF_GetCode(s) != LMS4J_TF_OK) goto out;
+  if (TF_TensorByteSize(out) != (size_t)h.bytes) {
+    /* the output is sized from dims and dtype: never read more than it holds */
+    snprintf(msg, sizeof msg, "lms4j swap-in: %s holds %llu bytes, its shape needs %zu", path,
+        (unsigned long long)h.bytes, TF_TensorByteSize(out));
+    TF_SetStatus(s, LMS4J_TF_DATA_LOSS, msg);
+    goto out;
+  }
   if (h.bytes && read_all(fd, TF_TensorData(out), h.bytes) != 0) {
     snprintf(msg, sizeof msg, "lms4j swap-in: %s is truncated", path);
     TF_SetStatus(s, LMS4J_TF_DATA_LOSS, msg);
@@ -656,6 +675,11 @@ static void memcpy_bench_compute(void* kernel, TF_OpKernelContext* ctx) {
   TF_Tensor* in = NULL;
   TF_Tensor* out = NULL;
   TF_GetInput(ctx, 0, &in, s);
+  if (TF_GetCode(s) == LMS4J_TF_OK
+      && (TF_TensorByteSize(in) < sizeof(int64_t) || *(const int64_t*)TF_TensorData(in) <= 0)) {
+    TF_SetStatus(s, LMS4J_TF_INVALID_ARGUMENT, "lms4j memcpy bench: bytes must be a positive "
+        "int64 scalar");
+  }
   if (TF_GetCode(s) == LMS4J_TF_OK) {
     size_t n = (size_t)*(const int64_t*)TF_TensorData(in);
     char* a = aligned_alloc(ALIGN, (n + ALIGN - 1) & ~(size_t)(ALIGN - 1));

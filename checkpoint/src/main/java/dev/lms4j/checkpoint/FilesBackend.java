@@ -24,6 +24,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 import org.slf4j.Logger;
@@ -183,8 +184,14 @@ final class FilesBackend implements CheckpointBackend {
   private long[] runAll(List<? extends Callable<Long>> tasks, List<TensorView> tensors,
       String what) throws IOException {
     List<Future<Long>> futures = new ArrayList<>();
+    RejectedExecutionException rejected = null;
     for (Callable<Long> t : tasks) {
-      futures.add(pool.submit(t));
+      try {
+        futures.add(pool.submit(t));
+      } catch (RejectedExecutionException e) { // closed meanwhile: wait for those submitted
+        rejected = e;
+        break;
+      }
     }
     long[] out = new long[futures.size()];
     IOException first = null;
@@ -207,6 +214,10 @@ final class FilesBackend implements CheckpointBackend {
         }
       }
     }
+    if (rejected != null && first == null) {
+      first = new IOException("the files backend on " + root + " was closed while "
+          + what + " tensors", rejected);
+    }
     if (interrupted) {
       Thread.currentThread().interrupt();
       if (first == null) {
@@ -221,7 +232,8 @@ final class FilesBackend implements CheckpointBackend {
   }
 
   @Override
-  public void load(CheckpointInfo checkpoint, List<TensorView> targets) throws IOException {
+  public synchronized void load(CheckpointInfo checkpoint, List<TensorView> targets)
+      throws IOException {
     checkOpen();
     Path dir = Path.of(checkpoint.location());
     Map<String, Entry> entries = readManifest(dir).entries;
@@ -374,7 +386,8 @@ final class FilesBackend implements CheckpointBackend {
   public synchronized void close() {
     if (!closed) {
       closed = true;
-      pool.shutdownNow();
+      // save and load hold this lock, so no task is running or queued here
+      pool.shutdown();
     }
   }
 
