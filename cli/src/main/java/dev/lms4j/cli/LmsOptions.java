@@ -156,6 +156,13 @@ final class LmsOptions {
           + "optimizer slots) into constants that it holds for the session's life.")
   boolean noInitConstants;
 
+  @Option(names = "--no-serial-order",
+      description = "Leave the order of a rewritten graph's ops to TensorFlow. By default "
+          + "control edges chain the step's ops in the order the plan was simulated in and the "
+          + "init op's one initializer after the other, so that the graph needs the same memory "
+          + "in every run (TensorFlow's own order varies from process to process).")
+  boolean noSerialOrder;
+
   @Option(names = "--recompute", split = ",", paramLabel = "OP",
       description = "Manual recomputation: recompute these forward ops, by name, in the "
           + "backward pass, as ops carrying the _recompute_hint attribute are, in every --lms "
@@ -246,7 +253,8 @@ final class LmsOptions {
   LmsBuilder configure(LmsBuilder b) {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
-        .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates);
+        .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates)
+        .serialOrder(!noSerialOrder);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

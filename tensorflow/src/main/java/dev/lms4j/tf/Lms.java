@@ -78,6 +78,7 @@ public final class Lms {
   private final boolean initConstants;
   private final boolean sparseUpdates;
   private final boolean allocatorCheck;
+  private final boolean serialOrder;
   private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
   private final LmsBuilder source;
@@ -101,6 +102,7 @@ public final class Lms {
     this.initConstants = b.initConstants;
     this.sparseUpdates = b.sparseUpdates;
     this.allocatorCheck = b.allocatorCheck;
+    this.serialOrder = b.serialOrder;
     this.scratch = b.scratch;
     LmsMode m = b.mode != null ? b.mode
         : budget.isSet() || !params.autoTune() ? LmsMode.AUTO : LmsMode.OFF;
@@ -238,11 +240,21 @@ public final class Lms {
 
   /**
    * Rewrites a training graph: feed shapes come from its manifest, the model holds what a step
-   * runs (loss, train op, metrics), and disk-tier cleanup waits on its train op.
+   * runs (loss, train op, metrics), and disk-tier cleanup waits on its train op. A rewritten
+   * graph runs its step in the simulated order and its init op one initializer at a time
+   * ({@link SerialOrder}; {@link LmsBuilder#serialOrder(boolean)}), so that it needs the same
+   * memory in every run.
    */
   public LmsResult rewrite(TrainingGraph tg) {
     Manifest m = tg.manifest();
-    return rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps());
+    LmsResult r = rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps());
+    if (serialOrder && r.rewritten()) {
+      SerialOrder.Result s = SerialOrder.enforce(r.graphDef(), m);
+      if (s.addedEdges() > 0) {
+        r = r.withGraphDef(s.graphDef());
+      }
+    }
+    return r;
   }
 
   /**

@@ -39,6 +39,7 @@ public final class LmsBuilder implements Cloneable {
   boolean initConstants = true;
   boolean sparseUpdates = true;
   boolean allocatorCheck = true;
+  boolean serialOrder = true;
   Map<String, Long> scratch = Map.of();
 
   LmsBuilder() {}
@@ -108,6 +109,21 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder allocatorCheck(boolean on) {
     this.allocatorCheck = on;
+    return this;
+  }
+
+  /**
+   * Whether a rewritten training graph ({@link Lms#rewrite(TrainingGraph)}) runs its step and
+   * its init op in a fixed order (default on, {@link SerialOrder}): control edges chain the
+   * step's ops in the order the plan was simulated in, and init's ops one initializer after the
+   * other. Without them TensorFlow's order, and with it where tensors land in the allocator,
+   * varies from process to process, so a plan that trained in the probe could run out of
+   * memory in the next run. The math is unchanged; TensorFlow runs ops in the caller's thread
+   * in lms4j's sessions ({@link SessionConfigs#lms()}), so no parallelism is lost there. A
+   * graph left as given is never chained.
+   */
+  public LmsBuilder serialOrder(boolean on) {
+    this.serialOrder = on;
     return this;
   }
 

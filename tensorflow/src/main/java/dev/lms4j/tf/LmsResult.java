@@ -106,6 +106,12 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
     return memoryPlan.needed() ? memoryPlan.planner() : null;
   }
 
+  /** The same result with another graph (the same plan, e.g. with its order enforced). */
+  public LmsResult withGraphDef(GraphDef gd) {
+    return new LmsResult(gd, memoryPlan, model, stats, predictedPeakBefore, planningMs,
+        addedNodes, scheduling, preRewrites);
+  }
+
   /** The same result with another planning time. */
   public LmsResult withPlanningMs(long ms) {
     return new LmsResult(graphDef, memoryPlan, model, stats, predictedPeakBefore, ms, addedNodes,

@@ -9,8 +9,10 @@ import org.tensorflow.proto.RewriterConfig;
  *
  * <p>Grappler's dependency optimizer removes or moves control edges it deems redundant; lms4j's
  * swap-ins are ordered by control edges (triggers), so it is turned off, as TFLMS did.
- * {@code inter_op_parallelism_threads = -1} runs every op in the caller's thread: a fixed op
- * order, bit-identical losses between runs, and the order the simulator assumes.
+ * {@code inter_op_parallelism_threads = -1} runs every op in the caller's thread: one op at a
+ * time and bit-identical losses between runs. Which of the ready ops runs first still follows
+ * the graph grappler hands the executor, which varies between processes; {@link SerialOrder}
+ * fixes it for the graphs lms4j rewrites.
  */
 public final class SessionConfigs {
   private SessionConfigs() {}

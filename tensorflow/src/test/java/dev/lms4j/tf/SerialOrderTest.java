@@ -35,7 +35,8 @@ class SerialOrderTest {
     // below the unplanned peak (at the default memory ratio)
     long peak = Lms.builder().budget(1L << 30).mode(LmsMode.REMAT).build().rewrite(tg)
         .predictedPeakBefore();
-    LmsResult lms = Lms.builder().budget(peak).mode(LmsMode.REMAT).build().rewrite(tg);
+    LmsResult lms = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(false).build()
+        .rewrite(tg);
     assertThat(lms.memoryPlan().needed()).isTrue();
     GraphDef rewritten = lms.graphDef();
     SerialOrder.Result r = SerialOrder.enforce(rewritten, tg.manifest());
@@ -63,8 +64,36 @@ class SerialOrderTest {
         missing++;
       }
     }
+    // init's own ops (not the step's, not resident) form a chain of their own, in graph order
+    java.util.Set<String> initAncestors = GraphImporter.ancestors(rewritten,
+        java.util.Set.of(tg.manifest().init()));
+    java.util.Set<String> stepAncestors = GraphImporter.ancestors(rewritten,
+        tg.manifest().runOps());
+    List<String> initChain = new ArrayList<>();
+    for (NodeDef n : rewritten.getNodeList()) {
+      if (initAncestors.contains(n.getName()) && !stepAncestors.contains(n.getName())
+          && !OpTypes.isResident(n.getOp()) && !n.getName().equals(tg.manifest().init())) {
+        initChain.add(n.getName());
+      }
+    }
+    assertThat(initChain).hasSizeGreaterThan(4);
+    assertThat(r.initChained()).isEqualTo(initChain.size());
+    for (int k = 1; k < initChain.size(); k++) {
+      if (!before.get(initChain.get(k)).getInputList().contains("^" + initChain.get(k - 1))) {
+        missing++;
+      }
+      assertThat(after.get(initChain.get(k)).getInputList()).as(initChain.get(k))
+          .contains("^" + initChain.get(k - 1));
+    }
     assertThat(r.addedEdges()).isEqualTo(missing)
         .isEqualTo(controlInputs(r.graphDef()) - controlInputs(rewritten));
+    // no step op waits for an init op, and no op the step runs joined init's chain
+    for (String name : stepAncestors) {
+      for (String in : after.get(name).getInputList()) {
+        assertThat(in.startsWith("^") && initChain.contains(in.substring(1))).as(name + " " + in)
+            .isFalse();
+      }
+    }
     // each op of the chain waits for the one before it (a control edge, or the data edge it had)
     for (int k = 1; k < chain.size(); k++) {
       String prev = chain.get(k - 1);
@@ -119,6 +148,29 @@ class SerialOrderTest {
       n += (int) node.getInputList().stream().filter(in -> in.startsWith("^")).count();
     }
     return n;
+  }
+
+  /**
+   * {@link Lms#rewrite(TrainingGraph)} hands back a rewritten graph chained (its default), the
+   * very graph {@link SerialOrder#enforce} makes of the unchained one; off, it is not chained;
+   * a graph LMS leaves as given is never chained.
+   */
+  @Test
+  void lmsChainsWhatItRewritesByDefaultAndNothingElse() {
+    TrainingGraph tg = AdamNet.mlp(256, 64, 4);
+    long peak = Lms.builder().budget(1L << 30).mode(LmsMode.REMAT).build().rewrite(tg)
+        .predictedPeakBefore();
+    LmsResult chained = Lms.builder().budget(peak).mode(LmsMode.REMAT).build().rewrite(tg);
+    LmsResult plain = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(false).build()
+        .rewrite(tg);
+    assertThat(plain.rewritten()).isTrue();
+    assertThat(plain.graphDef()).isNotEqualTo(chained.graphDef());
+    assertThat(chained.graphDef())
+        .isEqualTo(SerialOrder.enforce(plain.graphDef(), tg.manifest()).graphDef());
+    assertThat(chained.predictedPeakAfter()).isEqualTo(plain.predictedPeakAfter());
+    LmsResult notNeeded = Lms.builder().budget(1L << 30).mode(LmsMode.AUTO).build().rewrite(tg);
+    assertThat(notNeeded.rewritten()).isFalse();
+    assertThat(notNeeded.graphDef()).isEqualTo(tg.graphDef());
   }
 
   @Test
