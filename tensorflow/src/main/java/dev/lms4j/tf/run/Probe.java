@@ -14,6 +14,7 @@ import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.SerialOrder;
 import dev.lms4j.tf.TrainingGraph;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -418,6 +419,22 @@ public final class Probe {
     Attempt u = null;
     if (!lastWasUnmodified) {
       LmsResult r = unmodified(tg, failed != null ? failed.plan() : null);
+      // first in a fixed order (the same math, and the same memory in every run: TensorFlow's
+      // own order varies between processes, so the graph as given can pass this probe and run
+      // out of memory in training), then as given
+      SerialOrder.Result chained = SerialOrder.enforce(tg.graphDef(), tg.manifest());
+      if (chained.addedEdges() > 0) {
+        Attempt c = probe(tg, chained.graphDef(), attempts.size() + 1, "unmodified, chained",
+            "none", Double.NaN, r.predictedPeakBefore(), o);
+        attempts.add(c);
+        if (c.passed(budget)) {
+          return new Outcome(Verdict.UNMODIFIED, r.withGraphDef(chained.graphDef()), attempts,
+              replans, -1, String.format(Locale.ROOT, "%s; the unmodified graph, its ops in a "
+                  + "fixed order, trains under %d MiB (traced peak %s): LMS is not necessary",
+                  refused != null ? "the planner refused the budget" : "no plan passed its probe",
+                  Budget.mib(budget), mib(c.measuredPeakBytes())));
+        }
+      }
       u = probe(tg, tg.graphDef(), attempts.size() + 1, "unmodified", "none", Double.NaN,
           r.predictedPeakBefore(), o);
       attempts.add(u);
@@ -517,8 +534,7 @@ public final class Probe {
     String why = refused != null
         ? "the planner refuses it and the unmodified graph ran out of memory"
         : String.format(Locale.ROOT, "%d plan%s and the unmodified graph ran out of memory in "
-            + "their probes", attempts.size() - (u == null ? 0 : 1),
-            attempts.size() - (u == null ? 0 : 1) == 1 ? "" : "s");
+            + "their probes", plansProbed(attempts), plansProbed(attempts) == 1 ? "" : "s");
     String message = smallest > 0
         ? String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; the smallest budget "
             + "that could work is about %d MiB (%s).", Budget.mib(budget), why, needMib, how)
@@ -588,7 +604,8 @@ public final class Probe {
     Attempt a = new Attempt(number, graph, planner, ratio, predicted, r.fits(), r.oom(),
         r.fits() ? r.peakBytes() : -1, failed, r.error());
     LOG.info("[LMS][probe] Try {} ({}{}): predicted peak {}, {}", number, graph.equals("plan")
-        ? planner + " plan at memory ratio " : "unmodified graph",
+        ? planner + " plan at memory ratio " : graph.equals("unmodified")
+        ? "unmodified graph" : "unmodified graph, its ops in a fixed order",
         graph.equals("plan") ? String.format(Locale.ROOT, "%.3f", ratio) : "",
         predicted < 0 ? "unknown" : mib(predicted), r.fits()
             ? "measured peak " + mib(r.peakBytes()) + " under " + Budget.mib(o.budgetBytes())
@@ -669,6 +686,11 @@ public final class Probe {
         PlanningContext.of(Budget.none(), TensorPolicy.builtin(model)), peak);
     return new LmsResult(tg.graphDef(), none, model, GraphStats.of(model), peak,
         (System.nanoTime() - t0) / 1_000_000, 0, null);
+  }
+
+  /** The tries that probed a plan (not the unmodified graph). */
+  private static int plansProbed(List<Attempt> attempts) {
+    return (int) attempts.stream().filter(a -> a.graph().equals("plan")).count();
   }
 
   private static String mib(long bytes) {
