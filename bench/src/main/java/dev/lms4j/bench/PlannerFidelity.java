@@ -365,7 +365,7 @@ public final class PlannerFidelity {
       putReal(row, k, real, rowName);
     }
     Probe.Outcome o = Probe.closeLoop(tg, lms,
-        Probe.Options.of(budget, 0.8));
+        Probe.Options.of(budget, lms.budget().memRatio()));
     row.put("probe", o.verdict().name().toLowerCase(Locale.ROOT)).put("replans", o.replans())
         .put("probes", o.attempts().size());
     if (o.trains()) {
@@ -549,7 +549,7 @@ public final class PlannerFidelity {
         + "%n%n", root.path("command").asText(), root.path("machine").asText(),
         root.path("wall_seconds").asDouble() / 60, root.path("worker_runs").asInt(), probes));
     md.append("Per graph: **no LMS**, then each planner (").append(root.path("modes").asText())
-        .append(", `Lms.builder().budget(B).mode(m)`: memory ratio 0.8, allocator check on) at ")
+        .append(", `Lms.builder().budget(B).mode(m)`: the default memory ratio, allocator check on) at ")
         .append("budgets B = ").append(root.path("fractions").asText())
         .append(" of the no-LMS prediction. **predicted**: the allocator model's need ")
         .append("(`BfcReplay.smallestMib`, levelled schedule, whole MiB): for no LMS on the ")
@@ -566,7 +566,7 @@ public final class PlannerFidelity {
         .append("below the figure. Rows whose rewritten GraphDef is identical share one ")
         .append("bisection (`bisection_of` in the JSON). **error** = predicted / real - 1. ")
         .append("**at B**: the plan as `Lms.rewrite` hands it over, run at B. **probe**: ")
-        .append("`Probe.closeLoop` at B (ratio 0.8), its verdict and re-plans; **after**: the ")
+        .append("`Probe.closeLoop` at B (the plan's ratio), its verdict and re-plans; **after**: the ")
         .append("graph it hands back run again at B (when it is the very graph already run at ")
         .append("B, that run is reported; rows with the same rewritten graph at the same budget ")
         .append("share that run too).\n\n");

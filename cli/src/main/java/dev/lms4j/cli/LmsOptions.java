@@ -107,10 +107,12 @@ final class LmsOptions {
       description = "Native path: swap-outs copy on a native thread while compute goes on.")
   boolean swapOverlap;
 
-  @Option(names = "--mem-ratio", defaultValue = "0.8",
+  @Option(names = "--mem-ratio", paramLabel = "RATIO",
       description = "Share of the budget the simulated peak may use (TFLMS's "
-          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default ${DEFAULT-VALUE}: kernel scratch memory and fragmentation need the rest).")
-  double memRatio;
+          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.95: a plan is accepted only where "
+          + "its replay through the allocator model leaves 5%% of the budget free, and run and "
+          + "train probe it under the budget first).")
+  Double memRatio;
 
   @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",
       description = "How --lms remat chooses ops: groups (grappler-style groups of cheap ops, "
@@ -236,7 +238,7 @@ final class LmsOptions {
 
   Lms lms(int batch) {
     SwapParams p = params(batch);
-    LmsBuilder b = Lms.builder().params(p).memRatio(memRatio).mode(mode());
+    LmsBuilder b = ratio(Lms.builder().params(p)).mode(mode());
     if (budgetBytes() > 0) {
       b.budget(budgetBytes());
     }
@@ -244,6 +246,16 @@ final class LmsOptions {
       b.swapDir(swapDir);
     }
     return configure(b).build();
+  }
+
+  /** Sets {@code --mem-ratio} on {@code b} when it was given (else the builder's default). */
+  LmsBuilder ratio(LmsBuilder b) {
+    return memRatio == null ? b : b.memRatio(memRatio);
+  }
+
+  /** The memory ratio plans are made at: {@code --mem-ratio}, or the default. */
+  double effectiveMemRatio() {
+    return memRatio != null ? memRatio : LmsBuilder.DEFAULT_MEM_RATIO;
   }
 
   /**
@@ -370,7 +382,7 @@ final class LmsOptions {
     if (dumpDot != null && Files.exists(dumpDot) && !Files.isDirectory(dumpDot)) {
       throw new IllegalArgumentException("--dump-dot " + dumpDot + " is a file, not a directory");
     }
-    if (!(memRatio > 0 && memRatio <= 1)) {
+    if (memRatio != null && !(memRatio > 0 && memRatio <= 1)) {
       throw new IllegalArgumentException("--mem-ratio must be in (0, 1]");
     }
     if (debugLevel < 1 || debugLevel > 2) {

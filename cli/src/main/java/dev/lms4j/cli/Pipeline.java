@@ -77,8 +77,7 @@ final class Pipeline {
         } else if (swapDir != null) {
           Files.createDirectories(swapDir);
         }
-        LmsBuilder b = Lms.builder().params(params).memRatio(o.memRatio).swapDir(swapDir)
-            .mode(mode);
+        LmsBuilder b = o.ratio(Lms.builder().params(params)).swapDir(swapDir).mode(mode);
         o.configure(b);
         if (budget > 0) {
           b.budget(budget);
@@ -160,7 +159,9 @@ final class Pipeline {
     for (Probe.Attempt a : po.attempts()) {
       out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%n", a.number(),
           a.graph().equals("plan") ? a.planner() + " plan at memory ratio "
-              + String.format(Locale.ROOT, "%.3f", a.memRatio()) : "unmodified graph",
+              + String.format(Locale.ROOT, "%.3f", a.memRatio())
+              : a.graph().equals("unmodified") ? "unmodified graph"
+              : "unmodified graph, its ops in a fixed order",
           a.predictedPeakBytes() < 0 ? "unknown" : Sizes.mib(a.predictedPeakBytes()),
           a.fits() ? "measured peak " + Sizes.mib(a.measuredPeakBytes())
               : a.oom() ? "ran out of memory" + (a.failedAllocationBytes() > 0

@@ -85,7 +85,9 @@ public final class Lms {
 
   Lms(LmsBuilder b) {
     this.source = b.copy();
-    this.budget = new Budget(b.budgetBytes, b.memRatio);
+    double ratio = !Double.isNaN(b.memRatio) ? b.memRatio
+        : b.allocatorCheck ? LmsBuilder.DEFAULT_MEM_RATIO : Budget.DEFAULT_MEM_RATIO;
+    this.budget = new Budget(b.budgetBytes, ratio);
     this.params = b.params;
     this.backwardScope = b.backwardScope;
     this.recomputeOps = java.util.Collections.unmodifiableSortedSet(new TreeSet<>(b.recomputeOps));
