@@ -388,8 +388,8 @@ public final class Probe {
     plans.sort(java.util.Comparator.comparingDouble(
         r -> r.memoryPlan().estimate().stepMsAfter()));
     if (!plans.isEmpty()) {
-      LOG.info("[LMS][probe] The {} plan ran out of memory; probing the plans of {} at the same "
-          + "budget first", failed.planner() == null ? "first" : failed.planner(),
+      LOG.info("[LMS][probe] The {} plan did not pass its probe; probing the plans of {} at the "
+          + "same budget first", failed.planner() == null ? "first" : failed.planner(),
           plans.stream().map(LmsResult::planner).toList());
     }
     for (LmsResult r : plans) {
