@@ -110,6 +110,32 @@ public final class CorpusBench {
    */
   public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
       double resolution, boolean append, Path outDir, PrintStream out) throws IOException {
+    return run(name, families, size, resolution, append, false, outDir, out);
+  }
+
+  /**
+   * As above; with {@code serialOrder}, every lms4j mode rewrites with
+   * {@code LmsBuilder.serialOrder(true)} (the rewritten graphs run in one fixed order, and the
+   * default memory ratio is 0.95).
+   */
+  public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
+      double resolution, boolean append, boolean serialOrder, Path outDir, PrintStream out)
+      throws IOException {
+    boolean before = SERIAL_ORDER[0];
+    SERIAL_ORDER[0] = serialOrder;
+    try {
+      return measure(name, families, size, resolution, append, outDir, out);
+    } finally {
+      SERIAL_ORDER[0] = before;
+    }
+  }
+
+  /** Whether this run's lms4j modes chain their graphs (set for the length of one run). */
+  private static final boolean[] SERIAL_ORDER = {false};
+
+  private static ObjectNode measure(String name, List<Corpus.Family> families,
+      Corpus.Size size, double resolution, boolean append, Path outDir, PrintStream out)
+      throws IOException {
     Files.createDirectories(outDir);
     List<ObjectNode> kept = new ArrayList<>();
     double keptSeconds = 0;
@@ -132,7 +158,8 @@ public final class CorpusBench {
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench-corpus/1").put("suite", "corpus")
         .put("machine", Machine.describe())
-        .put("command", "./lms4j bench --suite corpus")
+        .put("command", "./lms4j bench --suite corpus"
+            + (SERIAL_ORDER[0] ? " --serial-order" : "")).put("serial_order", SERIAL_ORDER[0])
         .put("size", size.name().toLowerCase(Locale.ROOT))
         .put("resolution", resolution).put("steps_per_probe", STEPS);
     ArrayNode rows = root.putArray("families");
@@ -405,7 +432,7 @@ public final class CorpusBench {
     long budget = mib << 20;
     TrainingGraph run = tg;
     if (m.isLms() && c.probe()) {
-      Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
+      Lms lms = Lms.builder().budget(budget).mode(m.mode).serialOrder(SERIAL_ORDER[0]).build();
       dev.lms4j.tf.run.Probe.Outcome o = dev.lms4j.tf.run.Probe.closeLoop(tg, lms,
           dev.lms4j.tf.run.Probe.Options.of(budget, lms.budget().memRatio()));
       if (!o.trains()) {
@@ -420,7 +447,7 @@ public final class CorpusBench {
     } else if (m.isLms()) {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
-            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).build();
+            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).serialOrder(SERIAL_ORDER[0]).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());
         p.predictedPeak = lr.predictedPeakAfter();

@@ -84,6 +84,11 @@ final class BenchCommand implements Callable<Integer> {
       description = "Model option for --model, e.g. -o image=32.")
   java.util.Map<String, String> options = new java.util.LinkedHashMap<>();
 
+  @Option(names = "--serial-order",
+      description = "corpus suite: lms4j's modes run their rewritten graphs in one fixed order "
+          + "(as run/train --serial-order; default memory ratio 0.95).")
+  boolean serialOrder;
+
   @Option(names = "--size", paramLabel = "small|bench", defaultValue = "bench",
       description = "corpus suite: the graphs' size (default ${DEFAULT-VALUE}).")
   String size;
@@ -126,7 +131,8 @@ final class BenchCommand implements Callable<Integer> {
       if (!(resolution > 0 && resolution < 1)) {
         throw new IllegalArgumentException("--resolution must be between 0 and 1");
       }
-      CorpusBench.run(tag == null ? size : tag, fs, sz, resolution, append, out, System.out);
+      CorpusBench.run(tag == null ? size : tag, fs, sz, resolution, append, serialOrder, out,
+          System.out);
       return 0;
     }
     if (model != null && (suite.equals("checkpoint") || suite.equals("native")

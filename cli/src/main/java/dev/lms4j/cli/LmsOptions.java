@@ -109,9 +109,8 @@ final class LmsOptions {
 
   @Option(names = "--mem-ratio", paramLabel = "RATIO",
       description = "Share of the budget the simulated peak may use (TFLMS's "
-          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.95: a plan is accepted only where "
-          + "its replay through the allocator model leaves 5%% of the budget free, and run and "
-          + "train probe it under the budget first).")
+          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.8, or 0.95 with --serial-order: "
+          + "kernel scratch memory and fragmentation need the rest).")
   Double memRatio;
 
   @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",
@@ -158,12 +157,14 @@ final class LmsOptions {
           + "optimizer slots) into constants that it holds for the session's life.")
   boolean noInitConstants;
 
-  @Option(names = "--no-serial-order",
-      description = "Leave the order of a rewritten graph's ops to TensorFlow. By default "
-          + "control edges chain the step's ops in the order the plan was simulated in and the "
-          + "init op's one initializer after the other, so that the graph needs the same memory "
-          + "in every run (TensorFlow's own order varies from process to process).")
-  boolean noSerialOrder;
+  @Option(names = "--serial-order",
+      description = "Run a rewritten graph's ops in one fixed order: control edges chain the "
+          + "step's ops in the order the plan was simulated in and the init op's in graph "
+          + "order, so the graph needs the same memory in every run (TensorFlow's own order "
+          + "varies from process to process), and the default --mem-ratio is 0.95. Off by "
+          + "default: with oneDNN's kernels the order changes the rounding of some results, so "
+          + "some graphs' losses differ in the last bits.")
+  boolean serialOrder;
 
   @Option(names = "--recompute", split = ",", paramLabel = "OP",
       description = "Manual recomputation: recompute these forward ops, by name, in the "
@@ -255,7 +256,11 @@ final class LmsOptions {
 
   /** The memory ratio plans are made at: {@code --mem-ratio}, or the default. */
   double effectiveMemRatio() {
-    return memRatio != null ? memRatio : LmsBuilder.DEFAULT_MEM_RATIO;
+    if (memRatio != null) {
+      return memRatio;
+    }
+    return serialOrder ? LmsBuilder.ORDERED_MEM_RATIO
+        : dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO;
   }
 
   /**
@@ -266,7 +271,7 @@ final class LmsOptions {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
         .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates)
-        .serialOrder(!noSerialOrder);
+        .serialOrder(serialOrder);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

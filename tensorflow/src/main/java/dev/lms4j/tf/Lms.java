@@ -86,7 +86,8 @@ public final class Lms {
   Lms(LmsBuilder b) {
     this.source = b.copy();
     double ratio = !Double.isNaN(b.memRatio) ? b.memRatio
-        : b.allocatorCheck ? LmsBuilder.DEFAULT_MEM_RATIO : Budget.DEFAULT_MEM_RATIO;
+        : b.allocatorCheck && b.serialOrder ? LmsBuilder.ORDERED_MEM_RATIO
+        : Budget.DEFAULT_MEM_RATIO;
     this.budget = new Budget(b.budgetBytes, ratio);
     this.params = b.params;
     this.backwardScope = b.backwardScope;
@@ -217,6 +218,11 @@ public final class Lms {
     return NativeSwap.costModel(costModel, mechanism());
   }
 
+  /** Whether rewritten graphs run in a fixed order ({@link LmsBuilder#serialOrder(boolean)}). */
+  public boolean serialOrder() {
+    return serialOrder;
+  }
+
   /** The session config LMS needs (see {@link SessionConfigs#lms()}). */
   public ConfigProto sessionConfig() {
     return SessionConfigs.lms();
@@ -242,9 +248,9 @@ public final class Lms {
 
   /**
    * Rewrites a training graph: feed shapes come from its manifest, the model holds what a step
-   * runs (loss, train op, metrics), and disk-tier cleanup waits on its train op. A rewritten
-   * graph runs its step in the simulated order and its init op one initializer at a time
-   * ({@link SerialOrder}; {@link LmsBuilder#serialOrder(boolean)}), so that it needs the same
+   * runs (loss, train op, metrics), and disk-tier cleanup waits on its train op. With
+   * {@link LmsBuilder#serialOrder(boolean)}, a rewritten graph runs its step in the simulated
+   * order and its init op's ops in graph order ({@link SerialOrder}), so that it needs the same
    * memory in every run.
    */
   public LmsResult rewrite(TrainingGraph tg) {

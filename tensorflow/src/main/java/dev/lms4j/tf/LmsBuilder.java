@@ -21,17 +21,20 @@ import java.util.Set;
  */
 public final class LmsBuilder implements Cloneable {
   /**
-   * The memory ratio plans are made at unless one is set: 0.95. The allocator check (on by
-   * default) accepts a plan only where its replay through the BFC allocator model leaves 5% of
-   * the budget free, and the plans lms4j rewrites run in a fixed order ({@link #serialOrder}),
-   * so the planners need no margin of their own beyond that. Measured in the acceptance suite
-   * (zoo lenet, resnet, gpt2 and the eleven corpus families, 28 budgets at 60 and 85% of what
-   * the allocator model says each graph needs): at 0.95, 21 plans accepted, none ran out of
-   * memory without the probe or after it, 1 re-plan by the probe; at 0.8, 20 accepted, and
-   * budgets refused that 0.95 trains at (zoo resnet b32 at 122 MiB). With the allocator check
-   * off, the default is {@link Budget#DEFAULT_MEM_RATIO} (0.8), as for the planners alone.
+   * The memory ratio plans are made at, unless one is set, where the allocator check is on and
+   * the rewritten graph runs in a fixed order ({@link #serialOrder(boolean)}): 0.95. The check
+   * accepts a plan only where its replay through the BFC allocator model leaves 5% of the
+   * budget free, and in a fixed order the graph needs the same memory in every run, so the
+   * planners need no margin of their own beyond that. Measured in the acceptance suite (zoo
+   * lenet, resnet, gpt2 and the eleven corpus families, 28 budgets at 60 and 85% of what the
+   * allocator model says each graph needs), in a fixed order: at 0.95, 21 plans accepted, none
+   * ran out of memory without the probe or after it, 1 re-plan by the probe; at 0.8, 20
+   * accepted, and zoo resnet b32 at 122 MiB refused, where 0.95 trains. In TensorFlow's own
+   * order, at 0.95 one plan ran out of memory without the probe and one after the probe had
+   * accepted it (the same plan trained twice, then not); at 0.8 none without the probe. So
+   * otherwise the default is {@link Budget#DEFAULT_MEM_RATIO} (0.8).
    */
-  public static final double DEFAULT_MEM_RATIO = 0.95;
+  public static final double ORDERED_MEM_RATIO = 0.95;
 
   long budgetBytes;
   SwapParams params = SwapParams.defaults();
@@ -53,7 +56,7 @@ public final class LmsBuilder implements Cloneable {
   boolean initConstants = true;
   boolean sparseUpdates = true;
   boolean allocatorCheck = true;
-  boolean serialOrder = true;
+  boolean serialOrder;
   Map<String, Long> scratch = Map.of();
 
   LmsBuilder() {}
@@ -128,13 +131,20 @@ public final class LmsBuilder implements Cloneable {
 
   /**
    * Whether a rewritten training graph ({@link Lms#rewrite(TrainingGraph)}) runs its step and
-   * its init op in a fixed order (default on, {@link SerialOrder}): control edges chain the
-   * step's ops in the order the plan was simulated in, and init's ops one initializer after the
-   * other. Without them TensorFlow's order, and with it where tensors land in the allocator,
-   * varies from process to process, so a plan that trained in the probe could run out of
-   * memory in the next run. The math is unchanged; TensorFlow runs ops in the caller's thread
-   * in lms4j's sessions ({@link SessionConfigs#lms()}), so no parallelism is lost there. A
-   * graph left as given is never chained.
+   * its init op in a fixed order ({@link SerialOrder}; default off): control edges chain the
+   * step's ops in the order the plan was simulated in, and init's ops in the graph's order.
+   * Without them TensorFlow's order, and with it where tensors land in the allocator, varies
+   * from process to process, so a plan that trained in the probe can run out of memory in the
+   * next run; with them the graph needs the same memory every time, and the default memory
+   * ratio is {@link #ORDERED_MEM_RATIO}. Off by default because the last bits of the losses can
+   * change: where TensorFlow runs oneDNN's kernels, the order of the ops changes the rounding of
+   * some results (measured: the corpus DenseNet and U-Net, chained as given, second loss moved
+   * by about 7e-8 relative; bit-identical with {@code TF_ENABLE_ONEDNN_OPTS=0}; with the chain
+   * on by default also the corpus resnet-resource with auto, gru with the rewrites before
+   * planning, the zoo resnet's tflms plan).
+   * TensorFlow runs ops in the caller's thread in lms4j's sessions
+   * ({@link SessionConfigs#lms()}), so no parallelism is lost there. A graph left as given is
+   * never chained.
    */
   public LmsBuilder serialOrder(boolean on) {
     this.serialOrder = on;

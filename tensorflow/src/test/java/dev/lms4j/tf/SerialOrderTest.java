@@ -35,8 +35,7 @@ class SerialOrderTest {
     // below the unplanned peak (at the default memory ratio)
     long peak = Lms.builder().budget(1L << 30).mode(LmsMode.REMAT).build().rewrite(tg)
         .predictedPeakBefore();
-    LmsResult lms = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(false).build()
-        .rewrite(tg);
+    LmsResult lms = Lms.builder().budget(peak).mode(LmsMode.REMAT).build().rewrite(tg);
     assertThat(lms.memoryPlan().needed()).isTrue();
     GraphDef rewritten = lms.graphDef();
     SerialOrder.Result r = SerialOrder.enforce(rewritten, tg.manifest());
@@ -151,24 +150,31 @@ class SerialOrderTest {
   }
 
   /**
-   * {@link Lms#rewrite(TrainingGraph)} hands back a rewritten graph chained (its default), the
-   * very graph {@link SerialOrder#enforce} makes of the unchained one; off, it is not chained;
-   * a graph LMS leaves as given is never chained.
+   * With {@code serialOrder(true)}, {@link Lms#rewrite(TrainingGraph)} hands back a rewritten
+   * graph chained, the very graph {@link SerialOrder#enforce} makes of the unchained one, and
+   * plans at the ordered default memory ratio; by default it is not chained; a graph LMS leaves
+   * as given is never chained.
    */
   @Test
-  void lmsChainsWhatItRewritesByDefaultAndNothingElse() {
+  void lmsChainsWhatItRewritesWhenAskedAndNothingElse() {
     TrainingGraph tg = AdamNet.mlp(256, 64, 4);
     long peak = Lms.builder().budget(1L << 30).mode(LmsMode.REMAT).build().rewrite(tg)
         .predictedPeakBefore();
-    LmsResult chained = Lms.builder().budget(peak).mode(LmsMode.REMAT).build().rewrite(tg);
-    LmsResult plain = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(false).build()
-        .rewrite(tg);
+    Lms ordered = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(true).build();
+    assertThat(ordered.budget().memRatio()).isEqualTo(LmsBuilder.ORDERED_MEM_RATIO);
+    LmsResult chained = ordered.withBudget(new dev.lms4j.core.plan.Budget(peak,
+        dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO)).rewrite(tg);
+    Lms byDefault = Lms.builder().budget(peak).mode(LmsMode.REMAT).build();
+    assertThat(byDefault.budget().memRatio())
+        .isEqualTo(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
+    LmsResult plain = byDefault.rewrite(tg);
     assertThat(plain.rewritten()).isTrue();
     assertThat(plain.graphDef()).isNotEqualTo(chained.graphDef());
     assertThat(chained.graphDef())
         .isEqualTo(SerialOrder.enforce(plain.graphDef(), tg.manifest()).graphDef());
     assertThat(chained.predictedPeakAfter()).isEqualTo(plain.predictedPeakAfter());
-    LmsResult notNeeded = Lms.builder().budget(1L << 30).mode(LmsMode.AUTO).build().rewrite(tg);
+    LmsResult notNeeded = Lms.builder().budget(1L << 30).mode(LmsMode.AUTO).serialOrder(true)
+        .build().rewrite(tg);
     assertThat(notNeeded.rewritten()).isFalse();
     assertThat(notNeeded.graphDef()).isEqualTo(tg.graphDef());
   }

@@ -102,9 +102,10 @@ public final class Probe {
    * @param tries       probes of plans at most (each re-plan is one more)
    * @param seed        seed of the synthetic feeds
    * @param timeout     how long one probe may take
+   * @param serialOrder where no plan passes, probe the unmodified graph in a fixed order first
    */
   public record Options(long budgetBytes, double memRatio, int tries, long seed,
-      Duration timeout) {
+      Duration timeout, boolean serialOrder) {
     public Options {
       if (budgetBytes <= 0) {
         throw new IllegalArgumentException("a probe needs a budget");
@@ -117,7 +118,16 @@ public final class Probe {
 
     /** Three tries, seed 42, 15 minutes per probe. */
     public static Options of(long budgetBytes, double memRatio) {
-      return new Options(budgetBytes, memRatio, 3, 42, Duration.ofMinutes(15));
+      return new Options(budgetBytes, memRatio, 3, 42, Duration.ofMinutes(15), false);
+    }
+
+    /**
+     * The same options; with {@code on}, where no plan passes, the unmodified graph is probed in
+     * a fixed order ({@link SerialOrder}) before it is probed as given (as {@code Lms} with
+     * {@code serialOrder(true)} rewrites).
+     */
+    public Options withSerialOrder(boolean on) {
+      return new Options(budgetBytes, memRatio, tries, seed, timeout, on);
     }
   }
 
@@ -238,7 +248,8 @@ public final class Probe {
       Lms other = lms.withMode(m);
       others.add(b -> other.withBudget(b).rewrite(tg));
     }
-    return closeLoop(tg, b -> lms.withBudget(b).rewrite(tg), others, o);
+    return closeLoop(tg, b -> lms.withBudget(b).rewrite(tg), others,
+        lms.serialOrder() ? o.withSerialOrder(true) : o);
   }
 
   /**
@@ -419,11 +430,12 @@ public final class Probe {
     Attempt u = null;
     if (!lastWasUnmodified) {
       LmsResult r = unmodified(tg, failed != null ? failed.plan() : null);
-      // first in a fixed order (the same math, and the same memory in every run: TensorFlow's
-      // own order varies between processes, so the graph as given can pass this probe and run
-      // out of memory in training), then as given
-      SerialOrder.Result chained = SerialOrder.enforce(tg.graphDef(), tg.manifest());
-      if (chained.addedEdges() > 0) {
+      // with the serial order, first in a fixed order (the same memory in every run:
+      // TensorFlow's own order varies between processes, so the graph as given can pass this
+      // probe and run out of memory in training), then as given
+      SerialOrder.Result chained = o.serialOrder()
+          ? SerialOrder.enforce(tg.graphDef(), tg.manifest()) : null;
+      if (chained != null && chained.addedEdges() > 0) {
         Attempt c = probe(tg, chained.graphDef(), attempts.size() + 1, "unmodified, chained",
             "none", Double.NaN, r.predictedPeakBefore(), o);
         attempts.add(c);
