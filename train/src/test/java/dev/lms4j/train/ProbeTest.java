@@ -263,6 +263,45 @@ class ProbeTest {
   }
 
   /**
+   * Where the other modes' plans at the first plan's ratio are all what was already probed (at
+   * a high ratio every mode may leave the graph as it is), they are probed after the next
+   * re-plan, at its lower ratio. LeNet (batch 100) at 88 MiB: the first plan and the re-plan
+   * are the unmodified graph (the re-plan chained, so it differs) and both run out of memory;
+   * the alternative gives the same unmodified graph at the first ratio and remat's plan below
+   * it, which trains. Before, the alternatives were asked only once, at the first ratio (the
+   * zoo lenet at 88 MiB with {@code --serial-order}, ratio 0.95, was refused so).
+   */
+  @Test
+  void theOtherModesArePlannedAgainAfterAReplanWhenTheyHadNothingNew() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of());
+    long budget = 88 * MIB;
+    double first = 0.95;
+    Lms off = Lms.builder().budget(budget).mode(LmsMode.OFF).build();
+    Lms remat = Lms.builder().budget(budget).mode(LmsMode.REMAT).build();
+    LmsResult given = off.rewrite(tg);
+    LmsResult chained = given.withGraphDef(
+        dev.lms4j.tf.SerialOrder.enforce(tg.graphDef(), tg.manifest()).graphDef());
+    List<Double> asked = new ArrayList<>();
+    Probe.Outcome o = Probe.closeLoop(tg, b -> b.memRatio() == first ? given : chained,
+        List.of(b -> {
+          asked.add(b.memRatio());
+          return b.memRatio() == first ? given : remat.withBudget(b).rewrite(tg);
+        }), Probe.Options.of(budget, first));
+
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REPLANNED);
+    assertThat(asked).hasSize(2).startsWith(first);
+    assertThat(asked.get(1)).isLessThan(first);
+    assertThat(o.attempts()).hasSize(3);
+    assertThat(o.attempts().get(0).passed(budget)).isFalse();
+    assertThat(o.attempts().get(1).passed(budget)).isFalse();
+    assertThat(o.attempts().get(1).memRatio()).isEqualTo(asked.get(1));
+    Probe.Attempt last = o.attempts().get(2);
+    assertThat(last.passed(budget)).isTrue();
+    assertThat(last.memRatio()).isEqualTo(asked.get(1));
+    assertThat(o.result().planner()).isEqualTo(last.planner()).isNotNull();
+  }
+
+  /**
    * The corpus densenet (bench size; TensorFlow needs 80 MiB on a CPU with oneDNN, 104 without)
    * at 26 MiB: auto refuses ("about 27 MiB") and the unmodified graph runs out of memory. The
    * smallest budget named must be one where lms4j trains, not the unmodified graph's need: a
