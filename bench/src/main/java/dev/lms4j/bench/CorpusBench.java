@@ -62,15 +62,22 @@ public final class CorpusBench {
 
   /**
    * One column of the table: a method, and for an lms4j mode whether the rewrites before
-   * planning ({@code GradientSums}, {@code OptimizerEdges}; on by default) run.
+   * planning ({@code GradientSums}, {@code OptimizerEdges}; on by default) run, whether its plan
+   * is probed, and whether its rewritten graph runs in a fixed order
+   * ({@code LmsBuilder.serialOrder}).
    */
-  record Column(String label, Method method, boolean pre, boolean probe) {
+  record Column(String label, Method method, boolean pre, boolean probe, boolean ordered) {
     static Column of(Method m) {
-      return new Column(m.label, m, true, false);
+      return new Column(m.label, m, true, false, false);
     }
 
     static Column withoutPre(Method m) {
-      return new Column(m.label + " (no pre-rewrites)", m, false, false);
+      return new Column(m.label + " (no pre-rewrites)", m, false, false, false);
+    }
+
+    /** The same column, its rewritten graphs in a fixed order or not. */
+    Column ordered(boolean on) {
+      return new Column(label, method, pre, probe, on);
     }
 
     /**
@@ -79,7 +86,7 @@ public final class CorpusBench {
      * of memory, then lower limits), and the graph the probe hands back is run again.
      */
     static Column probed(Method m) {
-      return new Column(m.label + " + probe", m, true, true);
+      return new Column(m.label + " + probe", m, true, true, false);
     }
   }
   private static final int STEPS = 2;
@@ -121,21 +128,6 @@ public final class CorpusBench {
   public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
       double resolution, boolean append, boolean serialOrder, Path outDir, PrintStream out)
       throws IOException {
-    boolean before = SERIAL_ORDER[0];
-    SERIAL_ORDER[0] = serialOrder;
-    try {
-      return measure(name, families, size, resolution, append, outDir, out);
-    } finally {
-      SERIAL_ORDER[0] = before;
-    }
-  }
-
-  /** Whether this run's lms4j modes chain their graphs (set for the length of one run). */
-  private static final boolean[] SERIAL_ORDER = {false};
-
-  private static ObjectNode measure(String name, List<Corpus.Family> families,
-      Corpus.Size size, double resolution, boolean append, Path outDir, PrintStream out)
-      throws IOException {
     Files.createDirectories(outDir);
     List<ObjectNode> kept = new ArrayList<>();
     double keptSeconds = 0;
@@ -159,7 +151,7 @@ public final class CorpusBench {
     root.put("schema", "lms4j-bench-corpus/1").put("suite", "corpus")
         .put("machine", Machine.describe())
         .put("command", "./lms4j bench --suite corpus"
-            + (SERIAL_ORDER[0] ? " --serial-order" : "")).put("serial_order", SERIAL_ORDER[0])
+            + (serialOrder ? " --serial-order" : "")).put("serial_order", serialOrder)
         .put("size", size.name().toLowerCase(Locale.ROOT))
         .put("resolution", resolution).put("steps_per_probe", STEPS);
     ArrayNode rows = root.putArray("families");
@@ -168,7 +160,8 @@ public final class CorpusBench {
     ExecutorService pool = Executors.newFixedThreadPool(2);
     try {
       for (Corpus.Family f : families) {
-        rows.add(family(f, size, resolution, pool, out).put("resolution", resolution));
+        rows.add(family(f, size, resolution, serialOrder, pool, out)
+            .put("resolution", resolution));
         // written after every family, so a long run that is stopped keeps what it measured
         root.put("wall_seconds", (System.nanoTime() - t0) / 1e9);
         write(root, outDir, name);
@@ -191,7 +184,7 @@ public final class CorpusBench {
   }
 
   private static ObjectNode family(Corpus.Family f, Corpus.Size size, double resolution,
-      ExecutorService pool, PrintStream out) throws IOException {
+      boolean serialOrder, ExecutorService pool, PrintStream out) throws IOException {
     TrainingGraph tg = f.build(size, 42);
     DataflowGraph model = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(),
         -1, GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
@@ -241,6 +234,7 @@ public final class CorpusBench {
     if (preChanges) {
       LMS_MODES.forEach(m -> rest.add(Column.withoutPre(m)));
     }
+    rest.replaceAll(c -> c.ordered(serialOrder));
     // with the rewrites before planning the floor can be far lower (an unrolled RNN's sums)
     long preFloor = preChanges ? floorAfterPre(tg) : floor;
     if (preChanges) {
@@ -432,7 +426,7 @@ public final class CorpusBench {
     long budget = mib << 20;
     TrainingGraph run = tg;
     if (m.isLms() && c.probe()) {
-      Lms lms = Lms.builder().budget(budget).mode(m.mode).serialOrder(SERIAL_ORDER[0]).build();
+      Lms lms = Lms.builder().budget(budget).mode(m.mode).serialOrder(c.ordered()).build();
       dev.lms4j.tf.run.Probe.Outcome o = dev.lms4j.tf.run.Probe.closeLoop(tg, lms,
           dev.lms4j.tf.run.Probe.Options.of(budget, lms.budget().memRatio()));
       if (!o.trains()) {
@@ -447,7 +441,7 @@ public final class CorpusBench {
     } else if (m.isLms()) {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
-            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).serialOrder(SERIAL_ORDER[0]).build();
+            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).serialOrder(c.ordered()).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());
         p.predictedPeak = lr.predictedPeakAfter();

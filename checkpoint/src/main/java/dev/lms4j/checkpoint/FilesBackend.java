@@ -24,7 +24,6 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.zip.CRC32C;
 import org.slf4j.Logger;
@@ -183,15 +182,11 @@ final class FilesBackend implements CheckpointBackend {
    */
   private long[] runAll(List<? extends Callable<Long>> tasks, List<TensorView> tensors,
       String what) throws IOException {
+    // save and load hold this backend's lock and checked it open, and close takes the lock:
+    // the pool takes every task
     List<Future<Long>> futures = new ArrayList<>();
-    RejectedExecutionException rejected = null;
     for (Callable<Long> t : tasks) {
-      try {
-        futures.add(pool.submit(t));
-      } catch (RejectedExecutionException e) { // closed meanwhile: wait for those submitted
-        rejected = e;
-        break;
-      }
+      futures.add(pool.submit(t));
     }
     long[] out = new long[futures.size()];
     IOException first = null;
@@ -213,10 +208,6 @@ final class FilesBackend implements CheckpointBackend {
           break;
         }
       }
-    }
-    if (rejected != null && first == null) {
-      first = new IOException("the files backend on " + root + " was closed while "
-          + what + " tensors", rejected);
     }
     if (interrupted) {
       Thread.currentThread().interrupt();

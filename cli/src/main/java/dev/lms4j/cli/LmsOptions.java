@@ -254,13 +254,9 @@ final class LmsOptions {
     return memRatio == null ? b : b.memRatio(memRatio);
   }
 
-  /** The memory ratio plans are made at: {@code --mem-ratio}, or the default. */
+  /** The memory ratio plans are made at: {@code --mem-ratio}, or the builder's default. */
   double effectiveMemRatio() {
-    if (memRatio != null) {
-      return memRatio;
-    }
-    return serialOrder ? LmsBuilder.ORDERED_MEM_RATIO
-        : dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO;
+    return ratio(Lms.builder()).serialOrder(serialOrder).memRatio();
   }
 
   /**

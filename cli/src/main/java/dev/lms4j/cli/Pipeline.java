@@ -157,11 +157,7 @@ final class Pipeline {
   /** One line per probe, then the verdict. */
   static void printProbe(Probe.Outcome po, PrintStream out) {
     for (Probe.Attempt a : po.attempts()) {
-      out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%n", a.number(),
-          a.graph().equals("plan") ? a.planner() + " plan at memory ratio "
-              + String.format(Locale.ROOT, "%.3f", a.memRatio())
-              : a.graph().equals("unmodified") ? "unmodified graph"
-              : "unmodified graph, its ops in a fixed order",
+      out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%n", a.number(), a.what(),
           a.predictedPeakBytes() < 0 ? "unknown" : Sizes.mib(a.predictedPeakBytes()),
           a.fits() ? "measured peak " + Sizes.mib(a.measuredPeakBytes())
               : a.oom() ? "ran out of memory" + (a.failedAllocationBytes() > 0

@@ -75,6 +75,7 @@ final class Plots {
 
   private static MemoryChart.Marks marks(String name, LmsOptions opts, long measuredPeak) {
     return MemoryChart.Marks.of(name, opts.budgetBytes())
-        .memRatio(opts.mode() == LmsMode.OFF ? 1.0 : opts.effectiveMemRatio()).measuredPeak(measuredPeak);
+        .memRatio(opts.mode() == LmsMode.OFF ? 1.0 : opts.effectiveMemRatio())
+        .measuredPeak(measuredPeak);
   }
 }

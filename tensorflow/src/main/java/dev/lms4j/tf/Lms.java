@@ -85,10 +85,7 @@ public final class Lms {
 
   Lms(LmsBuilder b) {
     this.source = b.copy();
-    double ratio = !Double.isNaN(b.memRatio) ? b.memRatio
-        : b.allocatorCheck && b.serialOrder ? LmsBuilder.ORDERED_MEM_RATIO
-        : Budget.DEFAULT_MEM_RATIO;
-    this.budget = new Budget(b.budgetBytes, ratio);
+    this.budget = new Budget(b.budgetBytes, b.memRatio());
     this.params = b.params;
     this.backwardScope = b.backwardScope;
     this.recomputeOps = java.util.Collections.unmodifiableSortedSet(new TreeSet<>(b.recomputeOps));

@@ -38,7 +38,7 @@ public final class LmsBuilder implements Cloneable {
 
   long budgetBytes;
   SwapParams params = SwapParams.defaults();
-  /** NaN: not set (the default follows the allocator check). */
+  /** NaN: not set ({@link #memRatio()} gives the default). */
   double memRatio = Double.NaN;
   String backwardScope = GraphImporter.DEFAULT_BACKWARD_SCOPE;
   Path swapDir;
@@ -252,9 +252,10 @@ public final class LmsBuilder implements Cloneable {
 
   /**
    * The share of the budget the simulated peak may use (TFLMS's
-   * {@code TF_LMS_SIMULATOR_MEM_RATIO}, 0.9 there; lms4j default {@link #DEFAULT_MEM_RATIO},
-   * 0.8 with the allocator check off): the rest is margin for fragmentation and kernel scratch
-   * memory.
+   * {@code TF_LMS_SIMULATOR_MEM_RATIO}, 0.9 there; lms4j default
+   * {@link Budget#DEFAULT_MEM_RATIO}, {@link #ORDERED_MEM_RATIO} with the serial order and the
+   * allocator check on, {@link #memRatio()}): the rest is margin for fragmentation and kernel
+   * scratch memory.
    */
   public LmsBuilder memRatio(double r) {
     if (!(r > 0 && r <= 1)) {
@@ -262,6 +263,15 @@ public final class LmsBuilder implements Cloneable {
     }
     this.memRatio = r;
     return this;
+  }
+
+  /**
+   * The memory ratio plans will be made at: the one set, else {@link #ORDERED_MEM_RATIO} where
+   * the serial order and the allocator check are on, else {@link Budget#DEFAULT_MEM_RATIO}.
+   */
+  public double memRatio() {
+    return !Double.isNaN(memRatio) ? memRatio
+        : allocatorCheck && serialOrder ? ORDERED_MEM_RATIO : Budget.DEFAULT_MEM_RATIO;
   }
 
   /** Name scope of gradient ops (default {@code gradients}). */

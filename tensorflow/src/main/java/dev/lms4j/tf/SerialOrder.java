@@ -38,10 +38,10 @@ import org.tensorflow.proto.NodeDef;
  * }</pre>
  *
  * <p>The init subgraph gets a chain of its own: its ops that the step does not run, in the
- * graph's order (the order the variables were created in). Without both chains TensorFlow's order is not fixed even in the caller's thread:
- * the executor takes ready ops in the order of the graph grappler hands it, which varies from
- * process to process, and so do where tensors land in the BFC allocator and the smallest budget
- * that trains. Measured on the corpus U-Net (tflms plan for 17 MiB, bench size): unchained, the
+ * graph's order (the order the variables were created in). Without both chains TensorFlow's
+ * order is not fixed even in the caller's thread: the executor takes ready ops in the order of
+ * the graph grappler hands it, which varies from process to process, and so do where tensors
+ * land in the BFC allocator and the smallest budget that trains. Measured on the corpus U-Net (tflms plan for 17 MiB, bench size): unchained, the
  * same graph trained 4 times of 5 at 16 MiB and ran out of memory once, and its traced peak
  * varied between 13.1 and 16.0 MiB; with the step chained only, it still varied; with both
  * chains, 4 runs at each of 15, 16 and 17 MiB traced the same steps and peaks and all trained.
@@ -129,7 +129,8 @@ public final class SerialOrder {
       prev = null;
       for (String name : initOrder(nodes, init)) {
         NodeDef.Builder b = nodes.get(name);
-        if (step.contains(name) || OpTypes.isResident(b.getOp()) || name.equals(manifest.init())) {
+        if (step.contains(name) || OpTypes.isResident(b.getOp())
+            || name.equals(manifest.init())) {
           continue;
         }
         initChained++;
@@ -173,10 +174,7 @@ public final class SerialOrder {
         int i = next.pop();
         if (i < n.getInputCount()) {
           next.push(i + 1);
-          String in = n.getInput(i);
-          String src = in.startsWith("^") ? in.substring(1) : in;
-          int colon = src.indexOf(':');
-          src = colon < 0 ? src : src.substring(0, colon);
+          String src = GraphImporter.opName(n.getInput(i));
           if (init.contains(src) && seen.add(src)) {
             stack.push(src);
             next.push(0);

@@ -175,6 +175,17 @@ public final class Probe {
     public boolean passed(long budgetBytes) {
       return fits && measuredPeakBytes <= budgetBytes - (long) (HEADROOM * budgetBytes);
     }
+
+    /**
+     * What was probed, for a log line: {@code "tflms-swap plan at memory ratio 0.800"},
+     * {@code "unmodified graph"} or {@code "unmodified graph, its ops in a fixed order"}.
+     */
+    public String what() {
+      return graph.equals("plan")
+          ? planner + " plan at memory ratio " + String.format(Locale.ROOT, "%.3f", memRatio)
+          : graph.equals("unmodified") ? "unmodified graph"
+          : "unmodified graph, its ops in a fixed order";
+    }
   }
 
   /**
@@ -385,21 +396,21 @@ public final class Probe {
   }
 
   /**
-   * Plans with each alternative at {@code b} and probes the rewritten graphs not yet probed (the
-   * graph as given is left to the end's probe of the unmodified graph), the one predicted fastest
-   * first; adds each probe to {@code attempts}.
+   * Plans with each alternative at {@code b} and probes the rewritten graphs not in
+   * {@code probed} (the graph as given is left to the end's probe of the unmodified graph), the
+   * one predicted fastest first; adds each probe to {@code attempts} and its graph to
+   * {@code probed}.
    *
    * @return the first plan that passed, or null
    */
   private static LmsResult alternative(TrainingGraph tg, String failed, List<GraphDef> probed,
       List<Planner> alternatives, Budget b, List<Attempt> attempts, Options o) {
     List<LmsResult> plans = new ArrayList<>();
-    List<GraphDef> seen = probed;
     for (Planner p : alternatives) {
       try {
         LmsResult r = p.plan(b);
-        if ((r.rewritten() || r.scheduling() != null) && !seen.contains(r.graphDef())) {
-          seen.add(r.graphDef());
+        if ((r.rewritten() || r.scheduling() != null) && !probed.contains(r.graphDef())) {
+          probed.add(r.graphDef());
           plans.add(r);
         }
       } catch (PlanningException e) {
@@ -625,10 +636,7 @@ public final class Probe {
     long failed = r.oom() ? failedAllocation(r.error()) : -1;
     Attempt a = new Attempt(number, graph, planner, ratio, predicted, r.fits(), r.oom(),
         r.fits() ? r.peakBytes() : -1, failed, r.error());
-    LOG.info("[LMS][probe] Try {} ({}{}): predicted peak {}, {}", number, graph.equals("plan")
-        ? planner + " plan at memory ratio " : graph.equals("unmodified")
-        ? "unmodified graph" : "unmodified graph, its ops in a fixed order",
-        graph.equals("plan") ? String.format(Locale.ROOT, "%.3f", ratio) : "",
+    LOG.info("[LMS][probe] Try {} ({}): predicted peak {}, {}", number, a.what(),
         predicted < 0 ? "unknown" : mib(predicted), r.fits()
             ? "measured peak " + mib(r.peakBytes()) + " under " + Budget.mib(o.budgetBytes())
                 + " MiB"
