@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.memory.BfcReplay;
+import dev.lms4j.core.memory.ResidentLayouts;
 import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningContext;
@@ -72,6 +73,15 @@ final class AllocatorCheck {
    */
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner) {
+    return check(model, given, ctx, plan, planner, false);
+  }
+
+  /**
+   * As above; with {@code layouts}, each replay may also create the largest variables last
+   * ({@link ResidentLayouts}), as {@link InitOrder} then makes init do.
+   */
+  static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
+      MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts) {
     Budget budget = ctx.budget();
     long whole = budget.bytes();
     long accept = whole - (long) (HEADROOM * whole);
@@ -86,7 +96,7 @@ final class AllocatorCheck {
     for (int t = 1; t <= TRIES; t++) {
       DataflowGraph r = current.applyTo(model);
       int[] order = Levels.of(r).schedule();
-      if (BfcReplay.replay(r, order, accept).fits()) {
+      if (fits(r, order, accept, layouts)) {
         if (t > 1) {
           LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "
               + "budget with {}% to spare", t, current.planner(), String.format("%.2f", ratio),
@@ -94,7 +104,7 @@ final class AllocatorCheck {
         }
         return new Outcome(current, false, 0);
       }
-      long need = needBytes(r, order, whole);
+      long need = needBytes(r, order, whole, layouts);
       LOG.info("[LMS][0] Allocator replay: plan {} ({}, simulated peak {} MiB) needs about {} "
           + "MiB of TensorFlow's allocator (whole chunks, regions), more than {} MiB ({}% of the "
           + "{} MiB budget spared)", t, current.needed() ? current.planner() : "no rewrite",
@@ -152,8 +162,8 @@ final class AllocatorCheck {
       planRatio = ratio;
     }
     int[] givenOrder = Levels.of(given).schedule();
-    if (BfcReplay.replay(given, givenOrder, whole).fits()) {
-      long givenNeed = needBytes(given, givenOrder, whole);
+    if (fits(given, givenOrder, whole, layouts)) {
+      long givenNeed = needBytes(given, givenOrder, whole, layouts);
       if (givenNeed <= bestNeed) {
         LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
             + "the graph as given fits it and needs no more: it is left as it was",
@@ -175,20 +185,55 @@ final class AllocatorCheck {
     return new Outcome(best, false, bestNeed);
   }
 
-  /** True when a step of {@code g} as it is fits the allocator model under {@code budget}. */
-  static boolean fits(DataflowGraph g, long budget) {
-    return BfcReplay.replay(g, Levels.of(g).schedule(), budget).fits();
+  /**
+   * True when a step of {@code g} as it is fits the allocator model under {@code budget} (with
+   * {@code layouts}: in the graph's order or in one of {@link ResidentLayouts}).
+   */
+  static boolean fits(DataflowGraph g, long budget, boolean layouts) {
+    return fits(g, Levels.of(g).schedule(), budget, layouts);
+  }
+
+  private static boolean fits(DataflowGraph g, int[] order, long budget, boolean layouts) {
+    return layouts ? ResidentLayouts.fitting(g, order, budget) != null
+        : BfcReplay.replay(g, order, budget).fits();
   }
 
   /** The smallest budget a step of {@code g} as it is fits the allocator model under, bytes. */
-  static long needBytes(DataflowGraph g, long budget) {
-    return needBytes(g, Levels.of(g).schedule(), budget);
+  static long needBytes(DataflowGraph g, long budget, boolean layouts) {
+    return needBytes(g, Levels.of(g).schedule(), budget, layouts);
   }
 
   /** The smallest budget the replay fits, bytes (up to 4x {@code whole}; beyond: 4x). */
-  private static long needBytes(DataflowGraph g, int[] order, long whole) {
+  private static long needBytes(DataflowGraph g, int[] order, long whole, boolean layouts) {
     long maxMib = Math.max(1, (4 * whole) >> 20);
+    if (layouts) {
+      ResidentLayouts.Choice c = ResidentLayouts.best(g, order, whole, maxMib);
+      return c == null ? maxMib << 20 : c.needBytes();
+    }
     long mib = BfcReplay.smallestMib(g, order, maxMib);
     return mib < 0 ? maxMib << 20 : mib << 20;
+  }
+
+  /**
+   * The layout {@link InitOrder} should give init so that a step of {@code g} fits
+   * {@code budget} less the headroom: null where the graph's own order does; else the first
+   * candidate that fits it, or that fits the whole budget, or the one that needs the least.
+   */
+  static ResidentLayouts.Choice layout(DataflowGraph g, long budget) {
+    int[] order = Levels.of(g).schedule();
+    long accept = budget - (long) (HEADROOM * budget);
+    if (BfcReplay.replay(g, order, accept).fits()) {
+      return null;
+    }
+    long maxMib = Math.max(1, (4 * budget) >> 20);
+    for (long limit : new long[] {accept, budget}) {
+      BfcReplay.Layout l = ResidentLayouts.fitting(g, order, limit);
+      if (l != null) {
+        return l.isGraphOrder() ? null
+            : new ResidentLayouts.Choice(l, BfcReplay.smallestMib(g, order, maxMib, l) << 20);
+      }
+    }
+    ResidentLayouts.Choice best = ResidentLayouts.best(g, order, budget, maxMib);
+    return best == null || best.layout().isGraphOrder() ? null : best;
   }
 }

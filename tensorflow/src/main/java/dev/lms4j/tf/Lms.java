@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
+import dev.lms4j.core.memory.ResidentLayouts;
 import dev.lms4j.core.memory.Tier;
 import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.LmsMode;
@@ -252,7 +253,7 @@ public final class Lms {
    */
   public LmsResult rewrite(TrainingGraph tg) {
     Manifest m = tg.manifest();
-    LmsResult r = rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps());
+    LmsResult r = rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps(), m.init());
     if (serialOrder && r.rewritten()) {
       SerialOrder.Result s = SerialOrder.enforce(r.graphDef(), m);
       if (s.addedEdges() > 0) {
@@ -280,6 +281,16 @@ public final class Lms {
    */
   public LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps) {
+    return rewrite(gd, feedShapes, trainOp, runOps, null);
+  }
+
+  /**
+   * As above; {@code initOp} (null: not known) is the op that initializes the variables: where
+   * the allocator model finds that creating the largest variables last lets a step fit, the
+   * init op is made to ({@link InitOrder}).
+   */
+  private LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
+      Set<String> runOps, String initOp) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
     DataflowGraph model = importModel(gd, feedShapes, runOps);
@@ -377,6 +388,8 @@ public final class Lms {
     // the simulated peak of what a fallback returns (less than before by the held constants)
     long givenPeak = givenPre.initConstants() > 0 ? givenPre.peakAfter() : before;
     PlanningContext ctx = context(gd, model);
+    // the allocator's replays may create the largest variables last, as InitOrder makes init do
+    boolean layouts = initOp != null && allocatorCheck && budget.isSet() && mode.plans();
     Scheduling.Result scheduled = null;
     MemoryPlan plan = null;
     boolean asGiven = false;
@@ -400,8 +413,8 @@ public final class Lms {
       if (!budget.isSet() || givenPeak > budget.bytes()) {
         throw e;
       }
-      if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes())) {
-        long need = AllocatorCheck.needBytes(givenModel, budget.bytes());
+      if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes(), layouts)) {
+        long need = AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts);
         throw new PlanningException(e.getMessage() + " The graph as given needs about "
             + Budget.mibUp(need) + " MiB of TensorFlow's allocator (whole chunks, regions).",
             Math.min(e.smallestBudgetBytes(), need));
@@ -419,7 +432,7 @@ public final class Lms {
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
-          c -> mode.plan(planned, c));
+          c -> mode.plan(planned, c), layouts);
       if (o.asGiven()) {
         asGiven = true;
       } else {
@@ -441,6 +454,31 @@ public final class Lms {
     }
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
+    LmsResult.InitLayout initLayout = null;
+    if (layouts) {
+      DataflowGraph stepModel = plan.needed() ? plan.applyTo(model) : model;
+      ResidentLayouts.Choice c = AllocatorCheck.layout(stepModel, budget.bytes());
+      if (c != null) {
+        List<String> last = new ArrayList<>();
+        for (int v : c.layout().last()) {
+          last.add(stepModel.op(v).name());
+        }
+        Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
+        InitOrder.Result r = InitOrder.apply(out, initOp, stepOps, last,
+            c.layout().primerBytes());
+        if (r.changed()) {
+          out = r.graphDef();
+          long needBefore = AllocatorCheck.needBytes(stepModel, budget.bytes(), false);
+          initLayout = new LmsResult.InitLayout(last, c.layout().primerBytes(), needBefore,
+              c.needBytes());
+          LOG.info("[LMS][0] Init order: {} created last{}, so that TensorFlow's allocator cuts "
+              + "their regions to what is left of the budget; its model's need {} -> {} MiB",
+              last, c.layout().primerBytes() > 0 ? ", after a " + Budget.mib(
+              c.layout().primerBytes()) + " MiB primer" : "", Budget.mibUp(needBefore),
+              Budget.mibUp(c.needBytes()));
+        }
+      }
+    }
     int added = out.getNodeCount() - given.getNodeCount();
     if (dumpDot != null) {
       DotDump.write(dumpDot, given, out, plan);
@@ -448,7 +486,8 @@ public final class Lms {
     }
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
-    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre);
+    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre,
+        initLayout);
   }
 
   /** True when the mode's plan depends on the budget (not sqrt, not TFLMS set by hand). */

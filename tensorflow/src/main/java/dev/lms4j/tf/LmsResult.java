@@ -5,6 +5,7 @@ import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.RecomputePlan;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.schedule.Scheduling;
+import java.util.List;
 import org.tensorflow.proto.GraphDef;
 
 /**
@@ -22,10 +23,35 @@ import org.tensorflow.proto.GraphDef;
  * @param preRewrites         what the rewrites before planning ({@link GradientSums},
  *                            {@link OptimizerEdges}, {@link InitConstants}) changed in the
  *                            graph returned
+ * @param initLayout          the order init creates the variables in, where lms4j changed it
+ *                            ({@link InitOrder}), else null
  */
 public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph model,
     GraphStats stats, long predictedPeakBefore, long planningMs, int addedNodes,
-    Scheduling.Result scheduling, PreRewrites preRewrites) {
+    Scheduling.Result scheduling, PreRewrites preRewrites, InitLayout initLayout) {
+
+  /**
+   * The order init was made to create the variables in ({@link InitOrder}).
+   *
+   * @param last        the variables created last, in this order
+   * @param primerBytes the primer allocated before them (0: none)
+   * @param needBefore  the allocator model's need with init in the graph's order, bytes
+   * @param needAfter   its need with this order, bytes
+   */
+  public record InitLayout(List<String> last, long primerBytes, long needBefore,
+      long needAfter) {
+    public InitLayout {
+      last = List.copyOf(last);
+    }
+  }
+
+  /** A result whose init is in the graph's order. */
+  public LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph model,
+      GraphStats stats, long predictedPeakBefore, long planningMs, int addedNodes,
+      Scheduling.Result scheduling, PreRewrites preRewrites) {
+    this(graphDef, memoryPlan, model, stats, predictedPeakBefore, planningMs, addedNodes,
+        scheduling, preRewrites, null);
+  }
 
   /**
    * What the rewrites run before planning changed (all zero when none ran or none was kept).
@@ -96,9 +122,13 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
         : preRewrites.changed() ? preRewrites.peakAfter() : predictedPeakBefore;
   }
 
-  /** True when the graph was changed (a plan, a scheduling step or a rewrite before planning). */
+  /**
+   * True when the graph was changed (a plan, a scheduling step, a rewrite before planning or the
+   * order of init).
+   */
   public boolean rewritten() {
-    return memoryPlan.needed() || scheduling != null || preRewrites.changed();
+    return memoryPlan.needed() || scheduling != null || preRewrites.changed()
+        || initLayout != null;
   }
 
   /** The planner that made the plan, or null when no plan was needed. */
@@ -109,12 +139,12 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
   /** The same result with another graph (the same plan, e.g. with its order enforced). */
   public LmsResult withGraphDef(GraphDef gd) {
     return new LmsResult(gd, memoryPlan, model, stats, predictedPeakBefore, planningMs,
-        addedNodes, scheduling, preRewrites);
+        addedNodes, scheduling, preRewrites, initLayout);
   }
 
   /** The same result with another planning time. */
   public LmsResult withPlanningMs(long ms) {
     return new LmsResult(graphDef, memoryPlan, model, stats, predictedPeakBefore, ms, addedNodes,
-        scheduling, preRewrites);
+        scheduling, preRewrites, initLayout);
   }
 }

@@ -151,7 +151,7 @@ public final class ScheduleRewriter {
    * Kahn's algorithm over the node names (a loop's {@code NextIteration -> Merge} back edge
    * does not count); names a few ops on a cycle when there is one.
    */
-  private static void checkAcyclic(GraphDef gd) {
+  static void checkAcyclic(GraphDef gd) {
     Map<String, Integer> id = new HashMap<>();
     Set<String> backEdgeSources = new HashSet<>();
     for (NodeDef n : gd.getNodeList()) {

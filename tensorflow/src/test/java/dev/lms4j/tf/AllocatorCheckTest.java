@@ -168,8 +168,8 @@ class AllocatorCheckTest {
         .op("a", "Relu", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(32 * MIB))
         .build();
     long budget = 98 * MIB;
-    assertThat(AllocatorCheck.fits(given, budget)).isTrue();
-    assertThat(AllocatorCheck.needBytes(given, budget)).isGreaterThan(94 * MIB);
+    assertThat(AllocatorCheck.fits(given, budget, false)).isTrue();
+    assertThat(AllocatorCheck.needBytes(given, budget, false)).isGreaterThan(94 * MIB);
     PlanningContext ctx = PlanningContext.of(Budget.of(budget), TensorPolicy.builtin(model));
     MemoryPlan plan = MemoryPlan.unchanged("test", model, ctx, 0);
     AllocatorCheck.Outcome o = AllocatorCheck.check(model, given, ctx, plan,

@@ -3,6 +3,7 @@ package dev.lms4j.core.memory;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.Tensor;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.TreeMap;
 import java.util.TreeSet;
@@ -47,6 +48,9 @@ public final class BfcReplay {
    */
   public static final String HELD = "InitHeldConst";
 
+  /** The name a failed primer allocation is reported under ({@link Layout#primerBytes}). */
+  public static final String PRIMER = "(primer)";
+
   private static final long MIN_ALLOCATION = 256;
   private static final long FIRST_REGION = 2L << 20;
   private static final long MAX_INTERNAL_FRAGMENTATION = 128L << 20;
@@ -64,13 +68,75 @@ public final class BfcReplay {
   public record Result(boolean fits, long peakInUse, long regionBytes, String failedOp,
       long failedBytes) {}
 
+  /**
+   * The order the resident tensors are created in before the first step. The BFC allocator grows
+   * regions of doubling sizes but never past what is left under its limit, and a chunk less than
+   * twice a request is handed out whole: a variable created while most of the limit is still
+   * free gets a region of the next power of two and keeps all of it (a 49 MiB table in a 64 MiB
+   * region), while one created last gets a region cut to what is left. So the largest variables
+   * are created last, and a primer (a tensor allocated and freed just before them) first grows a
+   * region that the smaller tensors and the step's working set then share.
+   *
+   * @param last        ops whose resident outputs are allocated after every other resident, in
+   *                    this order (op ids)
+   * @param primerBytes the size of the tensor allocated and freed before them (0: none)
+   */
+  public record Layout(int[] last, long primerBytes) {
+    /** Every resident in op order, no primer: the order init creates them in as given. */
+    public static final Layout GRAPH_ORDER = new Layout(new int[0], 0);
+
+    public Layout {
+      last = last.clone();
+      if (primerBytes < 0) {
+        throw new IllegalArgumentException("primer bytes must not be negative: " + primerBytes);
+      }
+    }
+
+    /** True for the order as given. */
+    public boolean isGraphOrder() {
+      return last.length == 0 && primerBytes == 0;
+    }
+
+    @Override
+    public int[] last() {
+      return last.clone();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Layout l && Arrays.equals(last, l.last) && primerBytes == l.primerBytes;
+    }
+
+    @Override
+    public int hashCode() {
+      return 31 * Arrays.hashCode(last) + Long.hashCode(primerBytes);
+    }
+
+    @Override
+    public String toString() {
+      return "Layout[last=" + Arrays.toString(last) + ", primerBytes=" + primerBytes + "]";
+    }
+  }
+
   private BfcReplay() {}
 
   /** Replays {@code order} (a topological order of all of {@code g}'s ops) under {@code limit}. */
   public static Result replay(DataflowGraph g, int[] order, long limit) {
+    return replay(g, order, limit, Layout.GRAPH_ORDER);
+  }
+
+  /**
+   * Replays {@code order} under {@code limit}, the resident tensors created as {@code layout}
+   * says.
+   */
+  public static Result replay(DataflowGraph g, int[] order, long limit, Layout layout) {
     Bfc bfc = new Bfc(limit);
     BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
+    boolean[] later = new boolean[g.size()];
+    for (int v : layout.last) {
+      later[v] = true;
+    }
     // the constants held outside the step first (the init runs built them before they assigned
     // any variable), then the other tensors resident in device memory (variables, constants,
     // feeds where they do not stay in host memory)
@@ -79,13 +145,23 @@ public final class BfcReplay {
         chunk[op.id()] = new long[op.outputs().size()];
         boolean heldConstant = HELD.equals(op.type());
         if (held ? heldConstant
-            : !heldConstant && MemorySimulator.residentBytes(g, op) > 0) {
-          for (Tensor t : op.outputs()) {
-            if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
-              return bfc.failed(op.name(), t.bytes());
-            }
+            : !heldConstant && !later[op.id()] && MemorySimulator.residentBytes(g, op) > 0) {
+          if (!allocateOutputs(bfc, op)) {
+            return bfc.failed(op.name(), bfc.lastRequest);
           }
         }
+      }
+    }
+    if (layout.primerBytes > 0) {
+      long at = bfc.allocate(layout.primerBytes);
+      if (at < 0) {
+        return bfc.failed(PRIMER, layout.primerBytes);
+      }
+      bfc.free(at);
+    }
+    for (int v : layout.last) {
+      if (!allocateOutputs(bfc, g.op(v))) {
+        return bfc.failed(g.op(v).name(), bfc.lastRequest);
       }
     }
     BufferRefs.Freed free = (o, i) -> {
@@ -125,20 +201,35 @@ public final class BfcReplay {
     return new Result(true, bfc.peak, bfc.regions, null, 0);
   }
 
+  /** Allocates every output of a resident op; false when one does not fit. */
+  private static boolean allocateOutputs(Bfc bfc, Op op) {
+    for (Tensor t : op.outputs()) {
+      if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   /**
    * The smallest limit, in whole MiB up to {@code maxMib}, under which the replay of
    * {@code order} fits, or -1 when it does not fit under {@code maxMib}. Bisection: a larger
    * limit can place regions differently, so a few MiB around the answer may disagree.
    */
   public static long smallestMib(DataflowGraph g, int[] order, long maxMib) {
-    if (!replay(g, order, maxMib << 20).fits()) {
+    return smallestMib(g, order, maxMib, Layout.GRAPH_ORDER);
+  }
+
+  /** As {@link #smallestMib(DataflowGraph, int[], long)}, the residents created as laid out. */
+  public static long smallestMib(DataflowGraph g, int[] order, long maxMib, Layout layout) {
+    if (!replay(g, order, maxMib << 20, layout).fits()) {
       return -1;
     }
     long lo = 0;
     long hi = maxMib;
     while (hi - lo > 1) {
       long mid = (lo + hi) >>> 1;
-      if (replay(g, order, mid << 20).fits()) {
+      if (replay(g, order, mid << 20, layout).fits()) {
         hi = mid;
       } else {
         lo = mid;
@@ -155,6 +246,8 @@ public final class BfcReplay {
     private long nextAddress;
     private long inUse;
     private long peak;
+    /** The size of the last allocation asked for. */
+    private long lastRequest;
     /** Every chunk by address; a region's chunks are adjacent, regions are not. */
     private final TreeMap<Long, long[]> chunks = new TreeMap<>(); // addr -> {size, used, region}
     private final TreeSet<long[]> free = new TreeSet<>(
@@ -172,6 +265,7 @@ public final class BfcReplay {
 
     /** The address of a new chunk, or -1 when the limit is reached. */
     long allocate(long bytes) {
+      lastRequest = bytes;
       long want = rounded(bytes);
       long[] c = free.ceiling(new long[] {want, -1});
       if (c == null) {

@@ -1,0 +1,83 @@
+package dev.lms4j.core;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.memory.BfcReplay;
+import dev.lms4j.core.memory.ResidentLayouts;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** The order init creates variables in, against the BFC allocator's growing regions. */
+class ResidentLayoutsTest {
+  private static final long MIB = 1 << 20;
+  private static final long KIB = 1 << 10;
+
+  /**
+   * A 40 MiB table created first, a 512 KiB weight and a 512 KiB activation: the table's region
+   * grows to 64 MiB (or all of a smaller limit) and it keeps the whole chunk, so the weight, the
+   * feed and the step need a region beyond it: 66 MiB at the least. Created last, the table finds
+   * the weight's 2 MiB region made and takes a region cut to what is left: 42 MiB.
+   */
+  private static DataflowGraph table() {
+    return DataflowGraph.builder()
+        .op("table", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * MIB))
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(512 * KIB))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB))
+        .op("lookup", "GatherV2", OpCategory.FORWARD, List.of("table", "x"),
+            Tensor.ofBytes(512 * KIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("lookup", "w"), Tensor.ofBytes(64 * KIB))
+        .build();
+  }
+
+  @Test
+  void theLargestVariableCreatedLastGetsARegionCutToWhatIsLeft() {
+    DataflowGraph g = table();
+    int[] order = Levels.of(g).schedule();
+    int tableId = g.op("table").orElseThrow().id();
+    assertThat(BfcReplay.smallestMib(g, order, 1024)).isEqualTo(66);
+    BfcReplay.Layout last = new BfcReplay.Layout(new int[] {tableId}, 0);
+    assertThat(BfcReplay.smallestMib(g, order, 1024, last)).isEqualTo(42);
+    // a 2 MiB primer finds too little free in the first region and grows a 4 MiB one, held whole
+    // while it lives: the table's region is cut 4 MiB further down
+    assertThat(BfcReplay.smallestMib(g, order, 1024,
+        new BfcReplay.Layout(new int[] {tableId}, 2 * MIB))).isEqualTo(46);
+    assertThat(BfcReplay.replay(g, order, 45 * MIB,
+        new BfcReplay.Layout(new int[] {tableId}, 2 * MIB)).failedOp()).isEqualTo("table");
+
+    ResidentLayouts.Choice best = ResidentLayouts.best(g, order, 50 * MIB, 1024);
+    assertThat(best.layout()).isEqualTo(last);
+    assertThat(best.needBytes()).isEqualTo(42 * MIB);
+  }
+
+  /**
+   * Where the graph's order fits, it is kept; else the largest primer that still leaves the
+   * table its region: at 50 MiB an 8 MiB primer (regions of 2 and 8 MiB, 40 left), a 16 MiB one
+   * no longer fits.
+   */
+  @Test
+  void theFittingLayoutKeepsTheGraphsOrderOrTakesTheLargestPrimerThatFits() {
+    DataflowGraph g = table();
+    int[] order = Levels.of(g).schedule();
+    assertThat(ResidentLayouts.fitting(g, order, 70 * MIB).isGraphOrder()).isTrue();
+    BfcReplay.Layout at50 = ResidentLayouts.fitting(g, order, 50 * MIB);
+    assertThat(at50.last()).containsExactly(g.op("table").orElseThrow().id());
+    assertThat(at50.primerBytes()).isEqualTo(8 * MIB);
+    assertThat(BfcReplay.replay(g, order, 50 * MIB,
+        new BfcReplay.Layout(new int[] {g.op("table").orElseThrow().id()}, 16 * MIB)).fits()).isFalse();
+    assertThat(ResidentLayouts.fitting(g, order, 41 * MIB)).isNull();
+  }
+
+  /** Small variables (under a tenth of the limit) are never moved: one candidate, the order. */
+  @Test
+  void withoutALargeVariableTheGraphsOrderIsTheOnlyCandidate() {
+    DataflowGraph g = table();
+    assertThat(ResidentLayouts.candidates(g, 1024 * MIB))
+        .containsExactly(BfcReplay.Layout.GRAPH_ORDER);
+    assertThat(ResidentLayouts.candidates(g, 100 * MIB)).hasSizeGreaterThan(1)
+        .allSatisfy(l -> assertThat(l.last().length).isLessThanOrEqualTo(1));
+  }
+}

@@ -1,0 +1,186 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.memory.BfcReplay;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.tensorflow.proto.AttrValue;
+import org.tensorflow.proto.DataType;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+import org.tensorflow.proto.TensorProto;
+import org.tensorflow.proto.TensorShapeProto;
+
+/**
+ * Makes the init op create a graph's variables in the order a {@link BfcReplay.Layout} says:
+ * the named variables last, in their order, after a primer tensor of the layout's size (so that
+ * TensorFlow's BFC allocator grows a region for everything else first, and cuts the last
+ * variables' regions to what is left under its limit; see {@link
+ * dev.lms4j.core.memory.ResidentLayouts}).
+ *
+ * <p>How: a variable's initializer is its {@code Assign} or {@code AssignVariableOp} that the
+ * init op runs and a step does not, with the ops only it needs (its random draw, scaling, ...).
+ * The primer (a {@code RandomUniform} of the layout's bytes, read by nothing, so freed as soon
+ * as it is made; a stateful op, so grappler never folds it into a constant) waits on every other
+ * variable's initializer; the first of the last variables' initializer ops wait on the primer,
+ * each later one's on the one before. Only control edges inside init are added: a step runs
+ * none of these ops, and the values are those of the graph as given (the draws are seeded by
+ * their own attributes, not by when they run; an unseeded draw differs between runs anyway).
+ *
+ * <pre>{@code
+ * InitOrder.Result r = InitOrder.apply(gd, "init", runOps, List.of("table"), 2 << 20);
+ * }</pre>
+ *
+ * <p>Nothing is changed (and {@link Result#reason()} says why) when the init op or a named
+ * variable's initializer is not found, or when the edges would close a cycle (an initializer
+ * that reads a later variable's value).
+ */
+public final class InitOrder {
+  private static final Logger LOG = LoggerFactory.getLogger(InitOrder.class);
+  /** The primer's name; its shape constant is {@code PRIMER + "/shape"}. */
+  public static final String PRIMER = "lms4j/init_primer";
+  private static final Set<String> ASSIGNS = Set.of("Assign", "AssignVariableOp");
+
+  private InitOrder() {}
+
+  /**
+   * What {@link #apply} did.
+   *
+   * @param graphDef   the graph (the input when nothing changed)
+   * @param addedEdges control edges added
+   * @param reason     why nothing changed, or null
+   */
+  public record Result(GraphDef graphDef, int addedEdges, String reason) {
+    /** True when the graph was changed. */
+    public boolean changed() {
+      return reason == null;
+    }
+  }
+
+  /**
+   * Orders {@code gd}'s init.
+   *
+   * @param gd          the graph
+   * @param init        the init op's name
+   * @param runOps      the ops a step runs (tensor or op names): their ancestors are not touched
+   * @param last        the variables (op names) to create last, in this order
+   * @param primerBytes the primer's size (0: none; rounded down to whole floats)
+   */
+  public static Result apply(GraphDef gd, String init, Set<String> runOps, List<String> last,
+      long primerBytes) {
+    Objects.requireNonNull(gd, "graph");
+    if (last.isEmpty() && primerBytes == 0) {
+      return new Result(gd, 0, "nothing to order");
+    }
+    Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      nodes.put(n.getName(), n.toBuilder());
+    }
+    if (init == null || !nodes.containsKey(init)) {
+      return unchanged(gd, "no init op");
+    }
+    if (nodes.containsKey(PRIMER)) {
+      return unchanged(gd, "init is ordered already");
+    }
+    Set<String> step = GraphImporter.ancestors(gd, runOps);
+    Set<String> initOps = GraphImporter.ancestors(gd, Set.of(init));
+    // every initializer (assign run by init, not by a step) by the variable it writes
+    Map<String, List<String>> assigns = new LinkedHashMap<>();
+    for (String name : initOps) {
+      NodeDef.Builder b = nodes.get(name);
+      if (b != null && ASSIGNS.contains(b.getOp()) && !step.contains(name)
+          && b.getInputCount() > 0) {
+        assigns.computeIfAbsent(GraphImporter.opName(b.getInput(0)), k -> new ArrayList<>())
+            .add(name);
+      }
+    }
+    Set<String> lastSet = new HashSet<>(last);
+    Set<String> others = new HashSet<>();
+    for (Map.Entry<String, List<String>> e : assigns.entrySet()) {
+      if (!lastSet.contains(e.getKey())) {
+        others.addAll(e.getValue());
+      }
+    }
+    // what the other initializers need stays out of the groups ordered after the primer
+    Set<String> shared = GraphImporter.ancestors(gd, others);
+    List<List<String>> groups = new ArrayList<>();
+    for (String v : last) {
+      List<String> as = assigns.get(v);
+      if (as == null) {
+        return unchanged(gd, "no initializer for " + v);
+      }
+      List<String> group = new ArrayList<>();
+      for (String a : GraphImporter.ancestors(gd, new HashSet<>(as))) {
+        NodeDef.Builder b = nodes.get(a);
+        if (b != null && initOps.contains(a) && !step.contains(a) && !shared.contains(a)
+            && !OpTypes.isResident(b.getOp())) {
+          group.add(a);
+        }
+      }
+      if (group.isEmpty()) {
+        return unchanged(gd, "the initializer of " + v + " is shared with other variables'");
+      }
+      groups.add(group);
+    }
+    int added = 0;
+    List<String> before = new ArrayList<>(others);
+    before.sort(null);
+    if (primerBytes > 0) {
+      long floats = primerBytes / 4;
+      TensorProto shape = TensorProto.newBuilder().setDtype(DataType.DT_INT64)
+          .setTensorShape(TensorShapeProto.newBuilder().addDim(TensorShapeProto.Dim.newBuilder()
+              .setSize(1))).addInt64Val(floats).build();
+      nodes.put(PRIMER + "/shape", NodeDef.newBuilder().setName(PRIMER + "/shape").setOp("Const")
+          .putAttr("dtype", AttrValue.newBuilder().setType(DataType.DT_INT64).build())
+          .putAttr("value", AttrValue.newBuilder().setTensor(shape).build()));
+      NodeDef.Builder primer = NodeDef.newBuilder().setName(PRIMER).setOp("RandomUniform")
+          .addInput(PRIMER + "/shape")
+          .putAttr("dtype", AttrValue.newBuilder().setType(DataType.DT_FLOAT).build())
+          .putAttr("T", AttrValue.newBuilder().setType(DataType.DT_INT64).build())
+          .putAttr("seed", AttrValue.newBuilder().setI(1).build())
+          .putAttr("seed2", AttrValue.newBuilder().setI(1).build());
+      for (String o : before) {
+        primer.addInput("^" + o);
+        added++;
+      }
+      nodes.put(PRIMER, primer);
+      before = List.of(PRIMER);
+    }
+    for (int i = 0; i < groups.size(); i++) {
+      for (String op : groups.get(i)) {
+        NodeDef.Builder b = nodes.get(op);
+        for (String p : before) {
+          String edge = "^" + p;
+          if (!b.getInputList().contains(edge)) {
+            b.addInput(edge);
+            added++;
+          }
+        }
+      }
+      List<String> as = new ArrayList<>(assigns.get(last.get(i)));
+      as.sort(null);
+      before = as;
+    }
+    GraphDef.Builder out = gd.toBuilder().clearNode();
+    nodes.values().forEach(out::addNode);
+    GraphDef result = out.build();
+    try {
+      ScheduleRewriter.checkAcyclic(result);
+    } catch (IllegalArgumentException e) {
+      return unchanged(gd, "the order would close a cycle (" + e.getMessage() + ")");
+    }
+    return new Result(result, added, null);
+  }
+
+  private static Result unchanged(GraphDef gd, String reason) {
+    LOG.info("[LMS][0] Init order left as given: {}", reason);
+    return new Result(gd, 0, reason);
+  }
+}
