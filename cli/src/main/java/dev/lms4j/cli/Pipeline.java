@@ -121,6 +121,8 @@ final class Pipeline {
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
           Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
               : !lms.rewritten() ? " (LMS not necessary)"
+              : !lms.memoryPlan().needed() && lms.scheduling() == null
+                  && !lms.preRewrites().changed() ? " (no plan needed)"
               : String.format(Locale.ROOT, " (%d ops recomputed in %d groups; %d swap-outs, %d "
                   + "swap-ins, %s)", rp.clonedOps(), rp.groups().size(), plan.swapOuts().size(),
                   plan.swapInCount(), Sizes.mib(plan.swapOutBytes())));
@@ -130,6 +132,14 @@ final class Pipeline {
             + "simulated peak %s -> %s%n", sc.kind().name().toLowerCase(Locale.ROOT),
             sc.chains().size(), sc.edges().size(), Sizes.mib(sc.peakBefore()),
             Sizes.mib(sc.peakAfter()));
+      }
+      if (lms.initLayout() != null) {
+        var l = lms.initLayout();
+        out.printf(Locale.ROOT, "Init order: %s created last%s, so that TensorFlow's allocator "
+            + "cuts their regions to what is left; the allocator model's need %s -> %s%n",
+            String.join(", ", l.last()), l.primerBytes() > 0 ? ", after a "
+            + Sizes.mib(l.primerBytes()) + " primer" : "", Sizes.mib(l.needBefore()),
+            Sizes.mib(l.needAfter()));
       }
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);

@@ -55,6 +55,14 @@ final class Reports {
           .put("sparse_update_bytes", p.sparseUpdateBytes())
           .put("peak_after_bytes", p.peakAfter());
     }
+    if (lms.initLayout() != null) {
+      var l = lms.initLayout();
+      ObjectNode n = r.extra("init_order");
+      var last = n.putArray("created_last");
+      l.last().forEach(last::add);
+      n.put("primer_bytes", l.primerBytes()).put("allocator_need_before_bytes", l.needBefore())
+          .put("allocator_need_after_bytes", l.needAfter());
+    }
     if (!lms.plan().swapOuts().isEmpty()) {
       // which mechanism moves the swapped tensors (docs/native-swap.md)
       r.extra("swap").put("path", dev.lms4j.tf.NativeSwap.uses(lms.graphDef()) ? "native"

@@ -216,8 +216,12 @@ final class AllocatorCheck {
 
   /**
    * The layout {@link InitOrder} should give init so that a step of {@code g} fits
-   * {@code budget} less the headroom: null where the graph's own order does; else the first
-   * candidate that fits it, or that fits the whole budget, or the one that needs the least.
+   * {@code budget}: null where the graph's own order fits it with the headroom to spare; else
+   * the layout that fits the whole budget with the most room for the step
+   * ({@link ResidentLayouts#roomiest}: the last variables' regions are cut to what is left, so
+   * no headroom is kept beside them), where the graph's order does not fit the whole budget or
+   * needs more than it; else null where the graph's order fits; else the layout that needs the
+   * least.
    */
   static ResidentLayouts.Choice layout(DataflowGraph g, long budget) {
     int[] order = Levels.of(g).schedule();
@@ -226,12 +230,17 @@ final class AllocatorCheck {
       return null;
     }
     long maxMib = Math.max(1, (4 * budget) >> 20);
-    for (long limit : new long[] {accept, budget}) {
-      BfcReplay.Layout l = ResidentLayouts.fitting(g, order, limit);
-      if (l != null) {
-        return l.isGraphOrder() ? null
-            : new ResidentLayouts.Choice(l, BfcReplay.smallestMib(g, order, maxMib, l) << 20);
+    BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, budget);
+    boolean givenFits = BfcReplay.replay(g, order, budget).fits();
+    if (l != null) {
+      long need = BfcReplay.smallestMib(g, order, maxMib, l) << 20;
+      // where the graph's order fits too, only a layout that needs less is worth the change
+      if (!givenFits || need < BfcReplay.smallestMib(g, order, maxMib) << 20) {
+        return new ResidentLayouts.Choice(l, need);
       }
+    }
+    if (givenFits) {
+      return null;
     }
     ResidentLayouts.Choice best = ResidentLayouts.best(g, order, budget, maxMib);
     return best == null || best.layout().isGraphOrder() ? null : best;

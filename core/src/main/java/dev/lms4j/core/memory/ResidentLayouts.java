@@ -70,24 +70,37 @@ public final class ResidentLayouts {
 
   /**
    * A candidate whose replay of {@code order} fits {@code limit}, or null when none does: the
-   * graph's order where it fits; else the fewest variables moved, after the largest primer that
-   * fits. The largest: the replay lays the small variables out as tightly as their sizes allow,
-   * but init's own temporaries take whole chunks of the early regions too (measured on the corpus
-   * embedding-resource at 66 MiB: a momentum slot's zeros held a 2 MiB chunk for 1 MiB, the 2 MiB
-   * primer grew no region, and the step found 3 MiB beside the table where the replay had room;
-   * with a 4 MiB primer it trained down to 63 MiB), and a larger primer leaves the step more room
-   * while the replay still checks that the last variables fit what is left.
+   * graph's order where it fits, else {@link #roomiest}.
    */
   public static BfcReplay.Layout fitting(DataflowGraph g, int[] order, long limit) {
+    if (BfcReplay.replay(g, order, limit).fits()) {
+      return BfcReplay.Layout.GRAPH_ORDER;
+    }
+    return roomiest(g, order, limit);
+  }
+
+  /**
+   * Of the candidates that move variables and whose replay fits {@code limit}, the one with the
+   * fewest variables moved and, of those, the largest primer; null when none fits. The largest
+   * primer gives the step the most room beside the last variables, whose regions are cut to what
+   * is left either way: the replay lays the small variables out as tightly as their sizes allow,
+   * but init's own temporaries take whole chunks of the early regions too, and the step's order
+   * varies between runs. Measured on the corpus embedding-resource at 66 MiB: a momentum slot's
+   * zeros held a 2 MiB chunk for 1 MiB, the 2 MiB primer grew no region, and the step found 3 MiB
+   * beside the table where the replay had room (out of memory); with a 4 or 8 MiB primer it
+   * trained down to 63 MiB. On embedding-sparse at 66 MiB with a 2 MiB primer the step used 4.3
+   * to 5.5 of the 6 MiB beside the table, from run to run.
+   */
+  public static BfcReplay.Layout roomiest(DataflowGraph g, int[] order, long limit) {
     BfcReplay.Layout found = null;
     for (BfcReplay.Layout l : candidates(g, limit)) {
+      if (l.isGraphOrder()) {
+        continue;
+      }
       if (found != null && l.last().length > found.last().length) {
         break;
       }
       if (BfcReplay.replay(g, order, limit, l).fits()) {
-        if (l.isGraphOrder()) {
-          return l;
-        }
         found = l; // candidates come by primer ascending: a later fit has a larger primer
       }
     }
