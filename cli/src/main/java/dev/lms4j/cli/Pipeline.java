@@ -137,8 +137,7 @@ final class Pipeline {
         var l = lms.initLayout();
         out.printf(Locale.ROOT, "Init order: %s created last%s, so that TensorFlow's allocator "
             + "cuts their regions to what is left; the allocator model's need %s -> %s%n",
-            String.join(", ", l.last()), l.primerBytes() > 0 ? ", after a "
-            + Sizes.mib(l.primerBytes()) + " primer" : "", Sizes.mib(l.needBefore()),
+            String.join(", ", l.last()), l.primerText(), Sizes.mib(l.needBefore()),
             Sizes.mib(l.needAfter()));
       }
       if (steps <= 0) {

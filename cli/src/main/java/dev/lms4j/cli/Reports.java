@@ -60,7 +60,8 @@ final class Reports {
       ObjectNode n = r.extra("init_order");
       var last = n.putArray("created_last");
       l.last().forEach(last::add);
-      n.put("primer_bytes", l.primerBytes()).put("allocator_need_before_bytes", l.needBefore())
+      n.put("primer_bytes", l.primerBytes()).put("primer_first", l.primerFirst())
+          .put("allocator_need_before_bytes", l.needBefore())
           .put("allocator_need_after_bytes", l.needAfter());
     }
     if (!lms.plan().swapOuts().isEmpty()) {

@@ -49,6 +49,33 @@ class ProbeCliTest {
         .isEqualTo(j.get("measured").get("steps").findValuesAsText("loss"));
   }
 
+  /**
+   * An exported graph whose embedding table (48.8 MiB) TensorFlow's allocator gives a 64 MiB
+   * region when init creates it first: {@code run} at 62 MiB has init create it last, prints
+   * so, reports it ({@code init_order}), and the probe and the steps run.
+   */
+  @Test
+  void runReportsTheInitOrderItChose() throws Exception {
+    dev.lms4j.tf.TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.EMBEDDING_SPARSE
+        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    Path pb = dir.resolve("emb.pb");
+    java.nio.file.Files.write(pb, tg.graphDef().toByteArray());
+    Path mf = dir.resolve("emb.json");
+    tg.manifest().write(mf);
+    Path report = dir.resolve("emb-report.json");
+    CliRun.Result r = CliRun.exec("run", "--graph", pb.toString(), "--manifest", mf.toString(),
+        "--budget", "62MiB", "--lms", "auto", "--steps", "2", "--report", report.toString());
+    assertThat(r.code()).as(r.out() + r.err()).isEqualTo(0);
+    assertThat(r.out()).contains("Init order: table created last");
+    JsonNode j = new ObjectMapper().readTree(report.toFile());
+    JsonNode order = j.get("init_order");
+    assertThat(order.get("created_last").get(0).asText()).isEqualTo("table");
+    assertThat(order.get("allocator_need_after_bytes").asLong())
+        .isLessThan(order.get("allocator_need_before_bytes").asLong())
+        .isLessThanOrEqualTo(62L << 20);
+    assertThat(j.get("measured").get("fits").asBoolean()).isTrue();
+  }
+
   @Test
   void analyzeSaysItIsStatic() {
     CliRun.Result r = CliRun.exec("analyze", "--help");

@@ -54,9 +54,9 @@ class ResidentLayoutsTest {
   }
 
   /**
-   * Where the graph's order fits, it is kept; else the largest primer that still leaves the
-   * table its region: at 50 MiB an 8 MiB primer (regions of 2 and 8 MiB, 40 left), a 16 MiB one
-   * no longer fits.
+   * Where the graph's order fits, it is kept; else the layout with the most room beside the
+   * table: at 50 MiB an 8 MiB primer just before it (regions of 2 and 8 MiB, 40 left; made first
+   * it leaves 8), a 16 MiB one no longer fits.
    */
   @Test
   void theFittingLayoutKeepsTheGraphsOrderOrTakesTheLargestPrimerThatFits() {
@@ -69,6 +69,25 @@ class ResidentLayoutsTest {
     assertThat(BfcReplay.replay(g, order, 50 * MIB,
         new BfcReplay.Layout(new int[] {g.op("table").orElseThrow().id()}, 16 * MIB)).fits()).isFalse();
     assertThat(ResidentLayouts.fitting(g, order, 41 * MIB)).isNull();
+  }
+
+  /**
+   * A primer made first sets the first region: 8 MiB, which the weight, the feed and the step
+   * share, and the table's region is what is left: 48 MiB at the least. The room beside the
+   * table is that region (8 MiB), where an 8 MiB primer just before the table leaves the 2 MiB
+   * region and its own (10 MiB).
+   */
+  @Test
+  void aPrimerMadeFirstSetsTheFirstRegion() {
+    DataflowGraph g = table();
+    int[] order = Levels.of(g).schedule();
+    int tableId = g.op("table").orElseThrow().id();
+    BfcReplay.Layout first = new BfcReplay.Layout(new int[] {tableId}, 8 * MIB, true);
+    assertThat(BfcReplay.smallestMib(g, order, 1024, first)).isEqualTo(48);
+    assertThat(BfcReplay.replay(g, order, 50 * MIB, first).roomBytes()).isEqualTo(8 * MIB);
+    assertThat(BfcReplay.replay(g, order, 50 * MIB,
+        new BfcReplay.Layout(new int[] {tableId}, 8 * MIB)).roomBytes()).isEqualTo(10 * MIB);
+    assertThat(ResidentLayouts.candidates(g, 50 * MIB)).contains(first);
   }
 
   /** Small variables (under a tenth of the limit) are never moved: one candidate, the order. */

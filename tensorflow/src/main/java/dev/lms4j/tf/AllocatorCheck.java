@@ -217,11 +217,13 @@ final class AllocatorCheck {
   /**
    * The layout {@link InitOrder} should give init so that a step of {@code g} fits
    * {@code budget}: null where the graph's own order fits it with the headroom to spare; else
-   * the layout that fits the whole budget with the most room for the step
-   * ({@link ResidentLayouts#roomiest}: the last variables' regions are cut to what is left, so
-   * no headroom is kept beside them), where the graph's order does not fit the whole budget or
-   * needs more than it; else null where the graph's order fits; else the layout that needs the
-   * least.
+   * the layout with the most room for the step ({@link ResidentLayouts#roomiest}) of those that
+   * fit the budget less the headroom, or else the whole budget, where the graph's order does not
+   * fit the whole budget or needs more than it; else null where the graph's order fits; else the
+   * layout that needs the least. The headroom is for the init temporaries the replay does not
+   * lay out: on the corpus embedding-sparse, an 8 MiB primer made first is replayed into 57 MiB
+   * and ran out of memory creating the table at 57 and 58 (init grew another region); at 60 and
+   * 62 it trained with 4.7 MiB to spare.
    */
   static ResidentLayouts.Choice layout(DataflowGraph g, long budget) {
     int[] order = Levels.of(g).schedule();
@@ -230,13 +232,15 @@ final class AllocatorCheck {
       return null;
     }
     long maxMib = Math.max(1, (4 * budget) >> 20);
-    BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, budget);
     boolean givenFits = BfcReplay.replay(g, order, budget).fits();
-    if (l != null) {
-      long need = BfcReplay.smallestMib(g, order, maxMib, l) << 20;
-      // where the graph's order fits too, only a layout that needs less is worth the change
-      if (!givenFits || need < BfcReplay.smallestMib(g, order, maxMib) << 20) {
-        return new ResidentLayouts.Choice(l, need);
+    for (long limit : new long[] {accept, budget}) {
+      BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, limit);
+      if (l != null) {
+        long need = BfcReplay.smallestMib(g, order, maxMib, l) << 20;
+        // where the graph's order fits too, only a layout that needs less is worth the change
+        if (!givenFits || need < BfcReplay.smallestMib(g, order, maxMib) << 20) {
+          return new ResidentLayouts.Choice(l, need);
+        }
       }
     }
     if (givenFits) {

@@ -75,6 +75,16 @@ public final class InitOrder {
    */
   public static Result apply(GraphDef gd, String init, Set<String> runOps, List<String> last,
       long primerBytes) {
+    return apply(gd, init, runOps, last, primerBytes, false);
+  }
+
+  /**
+   * As above; with {@code primerFirst} the primer runs before every other op of init (it sets
+   * the size of the allocator's first region, which the other variables and the step then
+   * share), and the first of the last variables waits for the other variables' initializers.
+   */
+  public static Result apply(GraphDef gd, String init, Set<String> runOps, List<String> last,
+      long primerBytes, boolean primerFirst) {
     Objects.requireNonNull(gd, "graph");
     if (last.isEmpty() && primerBytes == 0) {
       return new Result(gd, 0, "nothing to order");
@@ -146,12 +156,23 @@ public final class InitOrder {
           .putAttr("T", AttrValue.newBuilder().setType(DataType.DT_INT64).build())
           .putAttr("seed", AttrValue.newBuilder().setI(1).build())
           .putAttr("seed2", AttrValue.newBuilder().setI(1).build());
-      for (String o : before) {
-        primer.addInput("^" + o);
-        added++;
+      if (primerFirst) {
+        for (String op : initOps) {
+          NodeDef.Builder b = nodes.get(op);
+          if (b != null && !step.contains(op) && !OpTypes.isResident(b.getOp())
+              && !op.equals(init)) {
+            b.addInput("^" + PRIMER);
+            added++;
+          }
+        }
+      } else {
+        for (String o : before) {
+          primer.addInput("^" + o);
+          added++;
+        }
+        before = List.of(PRIMER);
       }
       nodes.put(PRIMER, primer);
-      before = List.of(PRIMER);
     }
     for (int i = 0; i < groups.size(); i++) {
       for (String op : groups.get(i)) {

@@ -465,16 +465,15 @@ public final class Lms {
         }
         Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
         InitOrder.Result r = InitOrder.apply(out, initOp, stepOps, last,
-            c.layout().primerBytes());
+            c.layout().primerBytes(), c.layout().primerFirst());
         if (r.changed()) {
           out = r.graphDef();
           long needBefore = AllocatorCheck.needBytes(stepModel, budget.bytes(), false);
-          initLayout = new LmsResult.InitLayout(last, c.layout().primerBytes(), needBefore,
-              c.needBytes());
+          initLayout = new LmsResult.InitLayout(last, c.layout().primerBytes(),
+              c.layout().primerFirst(), needBefore, c.needBytes());
           LOG.info("[LMS][0] Init order: {} created last{}, so that TensorFlow's allocator cuts "
               + "their regions to what is left of the budget; its model's need {} -> {} MiB",
-              last, c.layout().primerBytes() > 0 ? ", after a " + Budget.mib(
-              c.layout().primerBytes()) + " MiB primer" : "", Budget.mibUp(needBefore),
+              last, initLayout.primerText(), Budget.mibUp(needBefore),
               Budget.mibUp(c.needBytes()));
         }
       }

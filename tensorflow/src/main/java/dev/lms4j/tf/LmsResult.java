@@ -35,13 +35,21 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
    *
    * @param last        the variables created last, in this order
    * @param primerBytes the primer allocated before them (0: none)
+   * @param primerFirst the primer is allocated before every other variable instead
    * @param needBefore  the allocator model's need with init in the graph's order, bytes
    * @param needAfter   its need with this order, bytes
    */
-  public record InitLayout(List<String> last, long primerBytes, long needBefore,
-      long needAfter) {
+  public record InitLayout(List<String> last, long primerBytes, boolean primerFirst,
+      long needBefore, long needAfter) {
     public InitLayout {
       last = List.copyOf(last);
+    }
+
+    /** ", after a 2 MiB primer", ", after a 8 MiB primer made first", or "". */
+    public String primerText() {
+      return primerBytes <= 0 ? "" : String.format(java.util.Locale.ROOT,
+          ", after a %.0f MiB primer%s", primerBytes / 1048576.0,
+          primerFirst ? " made before the other variables" : "");
     }
   }
 

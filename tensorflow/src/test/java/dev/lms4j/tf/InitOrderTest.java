@@ -120,6 +120,24 @@ class InitOrderTest {
   }
 
   @Test
+  void aPrimerMadeFirstRunsBeforeEveryInitializer() {
+    TrainingGraph tg = threeVariables(false);
+    InitOrder.Result r = InitOrder.apply(tg.graphDef(), "init", tg.manifest().runOps(),
+        List.of("big"), 4 << 20, true);
+    assertThat(r.changed()).isTrue();
+    GraphDef gd = r.graphDef();
+    assertThat(TfTests.nodes(gd).get(InitOrder.PRIMER).getInputList())
+        .containsExactly(InitOrder.PRIMER + "/shape");
+    for (String a : List.of("small_assign", "mid_assign", "big_assign")) {
+      assertThat(GraphImporter.ancestors(gd, Set.of(a))).as(a).contains(InitOrder.PRIMER);
+    }
+    assertThat(GraphImporter.ancestors(gd, Set.of("big_assign")))
+        .contains("mid_assign", "small_assign");
+    assertThat(TfTests.losses(gd, tg.manifest())).containsExactlyElementsOf(
+        TfTests.losses(tg.graphDef(), tg.manifest()));
+  }
+
+  @Test
   void whatCannotBeOrderedIsLeftAsGivenWithAReason() {
     TrainingGraph tg = threeVariables(true);
     Set<String> step = tg.manifest().runOps();

@@ -64,9 +64,12 @@ public final class BfcReplay {
    * @param regionBytes  the regions allocated at the end (or at the failure)
    * @param failedOp     the op whose allocation failed, or null
    * @param failedBytes  the size of the allocation that failed, or 0
+   * @param roomBytes    the regions there were before the layout's last variables were
+   *                     allocated (all of them for the graph's order): where the step finds room
+   *                     beside the last variables
    */
   public record Result(boolean fits, long peakInUse, long regionBytes, String failedOp,
-      long failedBytes) {}
+      long failedBytes, long roomBytes) {}
 
   /**
    * The order the resident tensors are created in before the first step. The BFC allocator grows
@@ -80,10 +83,18 @@ public final class BfcReplay {
    * @param last        ops whose resident outputs are allocated after every other resident, in
    *                    this order (op ids)
    * @param primerBytes the size of the tensor allocated and freed before them (0: none)
+   * @param primerFirst the primer is allocated before every resident instead (it then sets the
+   *                    first region's size, where the small variables and the step share one
+   *                    region)
    */
-  public record Layout(int[] last, long primerBytes) {
+  public record Layout(int[] last, long primerBytes, boolean primerFirst) {
     /** Every resident in op order, no primer: the order init creates them in as given. */
     public static final Layout GRAPH_ORDER = new Layout(new int[0], 0);
+
+    /** A layout whose primer (if any) comes just before the last variables. */
+    public Layout(int[] last, long primerBytes) {
+      this(last, primerBytes, false);
+    }
 
     public Layout {
       last = last.clone();
@@ -104,17 +115,20 @@ public final class BfcReplay {
 
     @Override
     public boolean equals(Object o) {
-      return o instanceof Layout l && Arrays.equals(last, l.last) && primerBytes == l.primerBytes;
+      return o instanceof Layout l && Arrays.equals(last, l.last) && primerBytes == l.primerBytes
+          && primerFirst == l.primerFirst;
     }
 
     @Override
     public int hashCode() {
-      return 31 * Arrays.hashCode(last) + Long.hashCode(primerBytes);
+      return 31 * (31 * Arrays.hashCode(last) + Long.hashCode(primerBytes))
+          + Boolean.hashCode(primerFirst);
     }
 
     @Override
     public String toString() {
-      return "Layout[last=" + Arrays.toString(last) + ", primerBytes=" + primerBytes + "]";
+      return "Layout[last=" + Arrays.toString(last) + ", primerBytes=" + primerBytes
+          + (primerFirst ? ", first" : "") + "]";
     }
   }
 
@@ -137,6 +151,9 @@ public final class BfcReplay {
     for (int v : layout.last) {
       later[v] = true;
     }
+    if (layout.primerFirst && !primer(bfc, layout.primerBytes)) {
+      return bfc.failed(PRIMER, layout.primerBytes);
+    }
     // the constants held outside the step first (the init runs built them before they assigned
     // any variable), then the other tensors resident in device memory (variables, constants,
     // feeds where they do not stay in host memory)
@@ -152,13 +169,10 @@ public final class BfcReplay {
         }
       }
     }
-    if (layout.primerBytes > 0) {
-      long at = bfc.allocate(layout.primerBytes);
-      if (at < 0) {
-        return bfc.failed(PRIMER, layout.primerBytes);
-      }
-      bfc.free(at);
+    if (!layout.primerFirst && !primer(bfc, layout.primerBytes)) {
+      return bfc.failed(PRIMER, layout.primerBytes);
     }
+    bfc.room = layout.last.length > 0 ? bfc.regions : -1;
     for (int v : layout.last) {
       if (!allocateOutputs(bfc, g.op(v))) {
         return bfc.failed(g.op(v).name(), bfc.lastRequest);
@@ -198,7 +212,21 @@ public final class BfcReplay {
         }
       }
     }
-    return new Result(true, bfc.peak, bfc.regions, null, 0);
+    return new Result(true, bfc.peak, bfc.regions, null, 0,
+        bfc.room < 0 ? bfc.regions : bfc.room);
+  }
+
+  /** Allocates and frees a primer of {@code bytes} (none for 0); false when it does not fit. */
+  private static boolean primer(Bfc bfc, long bytes) {
+    if (bytes <= 0) {
+      return true;
+    }
+    long at = bfc.allocate(bytes);
+    if (at < 0) {
+      return false;
+    }
+    bfc.free(at);
+    return true;
   }
 
   /** Allocates every output of a resident op; false when one does not fit. */
@@ -248,6 +276,8 @@ public final class BfcReplay {
     private long peak;
     /** The size of the last allocation asked for. */
     private long lastRequest;
+    /** The regions before a layout's last variables, or -1. */
+    private long room = -1;
     /** Every chunk by address; a region's chunks are adjacent, regions are not. */
     private final TreeMap<Long, long[]> chunks = new TreeMap<>(); // addr -> {size, used, region}
     private final TreeSet<long[]> free = new TreeSet<>(
@@ -344,7 +374,7 @@ public final class BfcReplay {
     }
 
     Result failed(String op, long bytes) {
-      return new Result(false, peak, regions, op, bytes);
+      return new Result(false, peak, regions, op, bytes, room < 0 ? regions : room);
     }
   }
 }

@@ -17,12 +17,13 @@ import java.util.List;
  * left under the limit.
  *
  * <p>The candidates: the graph's order; then the largest 1 to {@link #MAX_LAST} variables
- * created last (ascending), each after no primer or after one of 2, 4, 8, ... MiB (the sizes of
- * the regions the allocator grows, up to half the limit). Only variables of at least
- * {@link #LARGE_SHARE} of the limit are moved: where none is that large, the region a variable
+ * created last (ascending), each after no primer, after a primer of 2, 4, 8, ... MiB (the sizes
+ * of the regions the allocator grows, up to half the limit) just before them, or after one of
+ * 4, 8, ... MiB allocated before anything else (it sets the first region's size). Only
+ * variables of at least {@link #LARGE_SHARE} of the limit are moved: where none is that large, the region a variable
  * wastes is small against the limit and the graph's order is the only candidate. Each candidate
  * is one replay per limit tried, so a graph with a large variable costs at most
- * {@code 1 + MAX_LAST * (primers + 1)} replays per limit.
+ * {@code 1 + MAX_LAST * (2 * primers + 1)} replays per limit.
  */
 public final class ResidentLayouts {
   /** The share of the limit a variable must hold to be created last. */
@@ -63,6 +64,10 @@ public final class ResidentLayouts {
       out.add(new BfcReplay.Layout(last, 0));
       for (long p = FIRST_PRIMER; p <= limit / 2; p *= 2) {
         out.add(new BfcReplay.Layout(last, p));
+        if (p > FIRST_PRIMER) {
+          // a first region of p (a primer of 2 MiB first changes nothing: the first region is)
+          out.add(new BfcReplay.Layout(last, p, true));
+        }
       }
     }
     return out;
@@ -81,18 +86,20 @@ public final class ResidentLayouts {
 
   /**
    * Of the candidates that move variables and whose replay fits {@code limit}, the one with the
-   * fewest variables moved and, of those, the largest primer; null when none fits. The largest
-   * primer gives the step the most room beside the last variables, whose regions are cut to what
-   * is left either way: the replay lays the small variables out as tightly as their sizes allow,
-   * but init's own temporaries take whole chunks of the early regions too, and the step's order
-   * varies between runs. Measured on the corpus embedding-resource at 66 MiB: a momentum slot's
-   * zeros held a 2 MiB chunk for 1 MiB, the 2 MiB primer grew no region, and the step found 3 MiB
-   * beside the table where the replay had room (out of memory); with a 4 or 8 MiB primer it
-   * trained down to 63 MiB. On embedding-sparse at 66 MiB with a 2 MiB primer the step used 4.3
-   * to 5.5 of the 6 MiB beside the table, from run to run.
+   * fewest variables moved and, of those, the most room beside them (the regions there are before
+   * the last variables, {@link BfcReplay.Result#roomBytes}; ties: the earlier candidate); null
+   * when none fits. The last variables' regions are cut to what is left either way, and the room
+   * beside them is what the step has: the replay lays the small variables out as tightly as their
+   * sizes allow, but init's own temporaries take whole chunks of the early regions too, and the
+   * step's order varies between runs. Measured on the corpus embedding-resource at 66 MiB: a
+   * momentum slot's zeros held a 2 MiB chunk for 1 MiB, the 2 MiB primer grew no region, and the
+   * step found 3 MiB beside the table where the replay had room (out of memory); with a 4 or 8
+   * MiB primer it trained down to 63 MiB. On embedding-sparse at 66 MiB with a 2 MiB primer the
+   * step used 4.3 to 5.5 of the 6 MiB beside the table, from run to run.
    */
   public static BfcReplay.Layout roomiest(DataflowGraph g, int[] order, long limit) {
     BfcReplay.Layout found = null;
+    long room = -1;
     for (BfcReplay.Layout l : candidates(g, limit)) {
       if (l.isGraphOrder()) {
         continue;
@@ -100,8 +107,10 @@ public final class ResidentLayouts {
       if (found != null && l.last().length > found.last().length) {
         break;
       }
-      if (BfcReplay.replay(g, order, limit, l).fits()) {
-        found = l; // candidates come by primer ascending: a later fit has a larger primer
+      BfcReplay.Result r = BfcReplay.replay(g, order, limit, l);
+      if (r.fits() && r.roomBytes() > room) {
+        found = l;
+        room = r.roomBytes();
       }
     }
     return found;
