@@ -218,12 +218,15 @@ final class AllocatorCheck {
    * The layout {@link InitOrder} should give init so that a step of {@code g} fits
    * {@code budget}: null where the graph's own order fits it with the headroom to spare; else
    * the layout with the most room for the step ({@link ResidentLayouts#roomiest}) of those that
-   * fit the budget less the headroom, or else the whole budget, where the graph's order does not
-   * fit the whole budget or needs more than it; else null where the graph's order fits; else the
-   * layout that needs the least. The headroom is for the init temporaries the replay does not
-   * lay out: on the corpus embedding-sparse, an 8 MiB primer made first is replayed into 57 MiB
-   * and ran out of memory creating the table at 57 and 58 (init grew another region); at 60 and
-   * 62 it trained with 4.7 MiB to spare.
+   * fit the budget less the headroom; else, where the graph's order does not fit the whole
+   * budget either, of those that fit the whole budget; else null where the graph's order fits;
+   * else the layout that needs the least. The headroom is for the init temporaries the replay
+   * does not lay out: on the corpus embedding-sparse, an 8 MiB primer made first is replayed into
+   * 57 MiB and ran out of memory creating the table at 57 and 58 (init grew another region); at
+   * 60 and 62 it trained with 4.7 MiB to spare. And where the graph as given fits the whole
+   * budget, a layout that does not leave the headroom is not worth the risk: embedding-dense
+   * without its sparse update, at TensorFlow's own minimum (118 MiB, which the replay fits), ran
+   * out of memory with a 4 MiB primer made first that the replay fitted into 117.
    */
   static ResidentLayouts.Choice layout(DataflowGraph g, long budget) {
     int[] order = Levels.of(g).schedule();
@@ -232,18 +235,16 @@ final class AllocatorCheck {
       return null;
     }
     long maxMib = Math.max(1, (4 * budget) >> 20);
-    boolean givenFits = BfcReplay.replay(g, order, budget).fits();
-    for (long limit : new long[] {accept, budget}) {
-      BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, limit);
-      if (l != null) {
-        long need = BfcReplay.smallestMib(g, order, maxMib, l) << 20;
-        // where the graph's order fits too, only a layout that needs less is worth the change
-        if (!givenFits || need < BfcReplay.smallestMib(g, order, maxMib) << 20) {
-          return new ResidentLayouts.Choice(l, need);
-        }
-      }
+    BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, accept);
+    if (l == null && !BfcReplay.replay(g, order, budget).fits()) {
+      // where the graph's order fits the whole budget, a layout must leave the headroom it
+      // does not: within it the replay's error decides
+      l = ResidentLayouts.roomiest(g, order, budget);
     }
-    if (givenFits) {
+    if (l != null) {
+      return new ResidentLayouts.Choice(l, BfcReplay.smallestMib(g, order, maxMib, l) << 20);
+    }
+    if (BfcReplay.replay(g, order, budget).fits()) {
       return null;
     }
     ResidentLayouts.Choice best = ResidentLayouts.best(g, order, budget, maxMib);

@@ -30,6 +30,37 @@ import org.junit.jupiter.api.Test;
  * its input's buffer, which the replay models).
  */
 class AllocatorCheckTest {
+
+  /**
+   * The init layout for a 40 MiB table created first, a 512 KiB weight and a small step (the
+   * graph's order needs 66 MiB, the table created last 42): at 70 MiB the graph's order leaves
+   * the 5% headroom and is kept; at 66 it fits only without it, so a layout is taken that leaves
+   * it (the most room beside the table: a 16 MiB primer just before it, 18 MiB of regions, the
+   * table's cut to 44.7 of 62.7); at 45 only the table created last without a primer leaves 5%.
+   */
+  @Test
+  void theInitLayoutLeavesTheHeadroomOrKeepsTheGraphsOrder() {
+    long mib = 1 << 20;
+    DataflowGraph g = DataflowGraph.builder()
+        .op("table", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(40 * mib))
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(512 * 1024))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * 1024))
+        .op("lookup", "GatherV2", OpCategory.FORWARD, List.of("table", "x"),
+            Tensor.ofBytes(512 * 1024))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("lookup", "w"), Tensor.ofBytes(64 * 1024))
+        .build();
+    int table = g.op("table").orElseThrow().id();
+    assertThat(AllocatorCheck.layout(g, 70 * mib)).isNull();
+    var at66 = AllocatorCheck.layout(g, 66 * mib);
+    assertThat(at66.layout().last()).containsExactly(table);
+    assertThat(at66.layout().primerBytes()).isEqualTo(16 * mib);
+    assertThat(at66.layout().primerFirst()).isFalse();
+    assertThat(at66.needBytes()).isLessThanOrEqualTo((long) (0.95 * 66 * mib));
+    var at45 = AllocatorCheck.layout(g, 45 * mib);
+    assertThat(at45.layout().last()).containsExactly(table);
+    assertThat(at45.layout().primerBytes()).isZero();
+    assertThat(at45.needBytes()).isEqualTo(42 * mib);
+  }
   private static final long MIB = 1 << 20;
 
   private static DataflowGraph small() {
