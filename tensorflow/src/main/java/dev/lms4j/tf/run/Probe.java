@@ -566,8 +566,10 @@ public final class Probe {
     }
     String why = refused != null
         ? "the planner refuses it and the unmodified graph ran out of memory"
-        : String.format(Locale.ROOT, "%d plan%s and the unmodified graph ran out of memory in "
-            + "their probes", plansProbed(attempts), plansProbed(attempts) == 1 ? "" : "s");
+        : String.format(Locale.ROOT, "%d plan%s and the unmodified graph did not pass their "
+            + "probes (out of memory, or less than %d%% of the budget left free)",
+            plansProbed(attempts), plansProbed(attempts) == 1 ? "" : "s",
+            Math.round(HEADROOM * 100));
     String message = smallest > 0
         ? String.format(Locale.ROOT, "A budget of %d MiB cannot work: %s; the smallest budget "
             + "that could work is about %d MiB (%s).", Budget.mib(budget), why, needMib, how)
