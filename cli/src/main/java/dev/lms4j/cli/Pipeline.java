@@ -134,11 +134,7 @@ final class Pipeline {
             Sizes.mib(sc.peakAfter()));
       }
       if (lms.initLayout() != null) {
-        var l = lms.initLayout();
-        out.printf(Locale.ROOT, "Init order: %s created last%s, so that TensorFlow's allocator "
-            + "cuts their regions to what is left; the allocator model's need %s -> %s%n",
-            String.join(", ", l.last()), l.primerText(), Sizes.mib(l.needBefore()),
-            Sizes.mib(l.needAfter()));
+        out.println("Init order: " + lms.initLayout().describe());
       }
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);

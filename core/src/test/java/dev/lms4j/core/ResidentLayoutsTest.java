@@ -64,10 +64,11 @@ class ResidentLayoutsTest {
     int[] order = Levels.of(g).schedule();
     assertThat(ResidentLayouts.fitting(g, order, 70 * MIB).isGraphOrder()).isTrue();
     BfcReplay.Layout at50 = ResidentLayouts.fitting(g, order, 50 * MIB);
-    assertThat(at50.last()).containsExactly(g.op("table").orElseThrow().id());
+    int tableId = g.op("table").orElseThrow().id();
+    assertThat(at50.last()).containsExactly(tableId);
     assertThat(at50.primerBytes()).isEqualTo(8 * MIB);
     assertThat(BfcReplay.replay(g, order, 50 * MIB,
-        new BfcReplay.Layout(new int[] {g.op("table").orElseThrow().id()}, 16 * MIB)).fits()).isFalse();
+        new BfcReplay.Layout(new int[] {tableId}, 16 * MIB)).fits()).isFalse();
     assertThat(ResidentLayouts.fitting(g, order, 41 * MIB)).isNull();
   }
 

@@ -235,8 +235,9 @@ final class AllocatorCheck {
       return null;
     }
     long maxMib = Math.max(1, (4 * budget) >> 20);
+    boolean givenFits = BfcReplay.replay(g, order, budget).fits();
     BfcReplay.Layout l = ResidentLayouts.roomiest(g, order, accept);
-    if (l == null && !BfcReplay.replay(g, order, budget).fits()) {
+    if (l == null && !givenFits) {
       // where the graph's order fits the whole budget, a layout must leave the headroom it
       // does not: within it the replay's error decides
       l = ResidentLayouts.roomiest(g, order, budget);
@@ -244,7 +245,7 @@ final class AllocatorCheck {
     if (l != null) {
       return new ResidentLayouts.Choice(l, BfcReplay.smallestMib(g, order, maxMib, l) << 20);
     }
-    if (BfcReplay.replay(g, order, budget).fits()) {
+    if (givenFits) {
       return null;
     }
     ResidentLayouts.Choice best = ResidentLayouts.best(g, order, budget, maxMib);

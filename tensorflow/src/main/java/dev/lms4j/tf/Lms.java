@@ -456,26 +456,12 @@ public final class Lms {
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
     LmsResult.InitLayout initLayout = null;
     if (layouts) {
-      DataflowGraph stepModel = plan.needed() ? plan.applyTo(model) : model;
-      ResidentLayouts.Choice c = AllocatorCheck.layout(stepModel, budget.bytes());
-      if (c != null) {
-        List<String> last = new ArrayList<>();
-        for (int v : c.layout().last()) {
-          last.add(stepModel.op(v).name());
-        }
-        Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
-        InitOrder.Result r = InitOrder.apply(out, initOp, stepOps, last,
-            c.layout().primerBytes(), c.layout().primerFirst());
-        if (r.changed()) {
-          out = r.graphDef();
-          long needBefore = AllocatorCheck.needBytes(stepModel, budget.bytes(), false);
-          initLayout = new LmsResult.InitLayout(last, c.layout().primerBytes(),
-              c.layout().primerFirst(), needBefore, c.needBytes());
-          LOG.info("[LMS][0] Init order: {} created last{}, so that TensorFlow's allocator cuts "
-              + "their regions to what is left of the budget; its model's need {} -> {} MiB",
-              last, initLayout.primerText(), Budget.mibUp(needBefore),
-              Budget.mibUp(c.needBytes()));
-        }
+      Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
+      OrderedInit o = orderInit(out, plan.needed() ? plan.applyTo(model) : model, initOp,
+          stepOps);
+      if (o != null) {
+        out = o.graphDef();
+        initLayout = o.layout();
       }
     }
     int added = out.getNodeCount() - given.getNodeCount();
@@ -487,6 +473,36 @@ public final class Lms {
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre,
         initLayout);
+  }
+
+  /** {@code gd} with its init ordered, and the order. */
+  private record OrderedInit(GraphDef graphDef, LmsResult.InitLayout layout) {}
+
+  /**
+   * {@code gd} with init creating its variables in the order the allocator model finds lets a
+   * step of {@code stepModel} fit the budget ({@link InitOrder}); null where no order is needed
+   * or init cannot be given it.
+   */
+  private OrderedInit orderInit(GraphDef gd, DataflowGraph stepModel, String initOp,
+      Set<String> stepOps) {
+    ResidentLayouts.Choice c = AllocatorCheck.layout(stepModel, budget.bytes());
+    if (c == null) {
+      return null;
+    }
+    List<String> last = new ArrayList<>();
+    for (int v : c.layout().last()) {
+      last.add(stepModel.op(v).name());
+    }
+    InitOrder.Result r = InitOrder.apply(gd, initOp, stepOps, last, c.layout().primerBytes(),
+        c.layout().primerFirst());
+    if (!r.changed()) {
+      return null;
+    }
+    LmsResult.InitLayout l = new LmsResult.InitLayout(last, c.layout().primerBytes(),
+        c.layout().primerFirst(), AllocatorCheck.needBytes(stepModel, budget.bytes(), false),
+        c.needBytes());
+    LOG.info("[LMS][0] Init order: {}", l.describe());
+    return new OrderedInit(r.graphDef(), l);
   }
 
   /** True when the mode's plan depends on the budget (not sqrt, not TFLMS set by hand). */

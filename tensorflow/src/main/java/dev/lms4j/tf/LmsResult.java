@@ -45,11 +45,19 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
       last = List.copyOf(last);
     }
 
-    /** ", after a 2 MiB primer", ", after a 8 MiB primer made first", or "". */
-    public String primerText() {
-      return primerBytes <= 0 ? "" : String.format(java.util.Locale.ROOT,
+    /**
+     * For a log line: {@code "table created last, after a 8 MiB primer made before the other
+     * variables, so that TensorFlow's allocator cuts their regions to what is left of the
+     * budget; the allocator model's need 70 -> 57 MiB"}.
+     */
+    public String describe() {
+      String primer = primerBytes <= 0 ? "" : String.format(java.util.Locale.ROOT,
           ", after a %.0f MiB primer%s", primerBytes / 1048576.0,
           primerFirst ? " made before the other variables" : "");
+      return String.join(", ", last) + " created last" + primer + ", so that TensorFlow's "
+          + "allocator cuts their regions to what is left of the budget; the allocator model's "
+          + "need " + dev.lms4j.core.plan.Budget.mibUp(needBefore) + " -> "
+          + dev.lms4j.core.plan.Budget.mibUp(needAfter) + " MiB";
     }
   }
 

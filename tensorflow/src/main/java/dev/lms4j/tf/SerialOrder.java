@@ -41,9 +41,9 @@ import org.tensorflow.proto.NodeDef;
  * graph's order (the order the variables were created in). Without both chains TensorFlow's
  * order is not fixed even in the caller's thread: the executor takes ready ops in the order of
  * the graph grappler hands it, which varies from process to process, and so do where tensors
- * land in the BFC allocator and the smallest budget that trains. Measured on the corpus U-Net (tflms plan for 17 MiB, bench size): unchained, the
- * same graph trained 4 times of 5 at 16 MiB and ran out of memory once, and its traced peak
- * varied between 13.1 and 16.0 MiB; with the step chained only, it still varied; with both
+ * land in the BFC allocator and the smallest budget that trains. Measured on the corpus U-Net
+ * (tflms plan for 17 MiB, bench size): unchained, the same graph trained 4 times of 5 at 16
+ * MiB and ran out of memory once, and its traced peak varied between 13.1 and 16.0 MiB; with the step chained only, it still varied; with both
  * chains, 4 runs at each of 15, 16 and 17 MiB traced the same steps and peaks and all trained.
  * On the corpus DenseNet (tflms plan for 44 MiB) both chains made the boundary exact: out of
  * memory at 43 MiB in 2 of 2 runs, trains at 44 in 2 of 2, where unchained it trained at 44

@@ -163,8 +163,9 @@ public final class BfcReplay {
         boolean heldConstant = HELD.equals(op.type());
         if (held ? heldConstant
             : !heldConstant && !later[op.id()] && MemorySimulator.residentBytes(g, op) > 0) {
-          if (!allocateOutputs(bfc, op)) {
-            return bfc.failed(op.name(), bfc.lastRequest);
+          long failed = allocateOutputs(bfc, op);
+          if (failed > 0) {
+            return bfc.failed(op.name(), failed);
           }
         }
       }
@@ -174,8 +175,9 @@ public final class BfcReplay {
     }
     bfc.room = layout.last.length > 0 ? bfc.regions : -1;
     for (int v : layout.last) {
-      if (!allocateOutputs(bfc, g.op(v))) {
-        return bfc.failed(g.op(v).name(), bfc.lastRequest);
+      long failed = allocateOutputs(bfc, g.op(v));
+      if (failed > 0) {
+        return bfc.failed(g.op(v).name(), failed);
       }
     }
     BufferRefs.Freed free = (o, i) -> {
@@ -229,14 +231,14 @@ public final class BfcReplay {
     return true;
   }
 
-  /** Allocates every output of a resident op; false when one does not fit. */
-  private static boolean allocateOutputs(Bfc bfc, Op op) {
+  /** Allocates every output of a resident op; the size of the one that does not fit, or 0. */
+  private static long allocateOutputs(Bfc bfc, Op op) {
     for (Tensor t : op.outputs()) {
       if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
-        return false;
+        return t.bytes();
       }
     }
-    return true;
+    return 0;
   }
 
   /**
@@ -274,8 +276,6 @@ public final class BfcReplay {
     private long nextAddress;
     private long inUse;
     private long peak;
-    /** The size of the last allocation asked for. */
-    private long lastRequest;
     /** The regions before a layout's last variables, or -1. */
     private long room = -1;
     /** Every chunk by address; a region's chunks are adjacent, regions are not. */
@@ -295,7 +295,6 @@ public final class BfcReplay {
 
     /** The address of a new chunk, or -1 when the limit is reached. */
     long allocate(long bytes) {
-      lastRequest = bytes;
       long want = rounded(bytes);
       long[] c = free.ceiling(new long[] {want, -1});
       if (c == null) {

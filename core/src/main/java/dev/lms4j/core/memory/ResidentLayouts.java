@@ -20,10 +20,11 @@ import java.util.List;
  * created last (ascending), each after no primer, after a primer of 2, 4, 8, ... MiB (the sizes
  * of the regions the allocator grows, up to half the limit) just before them, or after one of
  * 4, 8, ... MiB allocated before anything else (it sets the first region's size). Only
- * variables of at least {@link #LARGE_SHARE} of the limit are moved: where none is that large, the region a variable
- * wastes is small against the limit and the graph's order is the only candidate. Each candidate
- * is one replay per limit tried, so a graph with a large variable costs at most
- * {@code 1 + MAX_LAST * (2 * primers + 1)} replays per limit.
+ * variables of at least {@link #LARGE_SHARE} of the limit are moved: where none is that large,
+ * the region a variable wastes is small against the limit and the graph's order is the only
+ * candidate. Each candidate is one replay per limit tried, so a graph with a large variable
+ * costs at most {@code 1 + 2 * MAX_LAST * primers} replays per limit ({@code primers}: the
+ * sizes from 2 MiB to half the limit).
  */
 public final class ResidentLayouts {
   /** The share of the limit a variable must hold to be created last. */
