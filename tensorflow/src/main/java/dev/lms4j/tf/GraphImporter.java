@@ -4,6 +4,7 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.DataflowGraphBuilder;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Reassociation;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.memory.BfcReplay;
 import java.util.ArrayList;
@@ -68,9 +69,35 @@ public final class GraphImporter {
    * ({@link DataflowGraph#inPlaceReuse()}), and its feeds live in host memory
    * ({@link DataflowGraph#hostFeeds()}) unless an op is placed on a GPU: TensorFlow's CPU
    * device reads fed tensors where the caller allocated them, outside its budgeted allocator.
+   *
+   * <p>Products are grouped as grappler's arithmetic optimizer will group them
+   * ({@link Reassociation}, exact groups; ops merged into identical ones read those): the model
+   * is the graph TensorFlow runs.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
+    DataflowGraph g = importGraph(gd, feedShapes, batchSize, backwardScope, runOps, false);
+    return Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
+  }
+
+  /** The op names of {@code runOps} (tensor or op names): what grappler must not rewrite. */
+  static java.util.Set<String> preserved(java.util.Set<String> runOps) {
+    java.util.Set<String> s = new java.util.HashSet<>();
+    for (String r : runOps) {
+      s.add(opName(r));
+    }
+    return s;
+  }
+
+  /**
+   * As {@link #importGraph(GraphDef, Map, int, String, java.util.Set)}; products are left as the
+   * GraphDef has them unless {@code regroup}.
+   */
+  static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
+      int batchSize, String backwardScope, java.util.Set<String> runOps, boolean regroup) {
+    if (regroup) {
+      return importGraph(gd, feedShapes, batchSize, backwardScope, runOps);
+    }
     GraphDef shaped = withFeedShapes(gd, feedShapes);
     java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);
     boolean gpu = shaped.getNodeList().stream()

@@ -375,6 +375,18 @@ public final class Lms {
           model = importModel(gd, feedShapes, runOps);
         }
       }
+      if (!targets.isEmpty()) {
+        // last: the products as grappler will group them, written in, so plans keep them
+        ProductGroups.Result r = ProductGroups.apply(gd, feedShapes, params.batchSize(),
+            Set.copyOf(targets));
+        if (r.changed()) {
+          gd = r.graphDef();
+          model = importModel(gd, feedShapes, runOps);
+          LOG.info("[LMS][0] Before planning: {} product trees grouped as grappler groups them "
+              + "and {} products it merges read the one it keeps, written into the graph so "
+              + "plans keep them (bit-identical)", r.groups(), r.merged());
+        }
+      }
       if (gd != given) {
         pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
             SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes, sparse,

@@ -94,7 +94,7 @@ public final class SerialOrder {
       }
     }
     DataflowGraph model = GraphImporter.importGraph(gd, manifest.feedShapes(), -1, "gradients",
-        manifest.runOps());
+        manifest.runOps(), false); // the GraphDef's own products: the chain must match them
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();

@@ -1,0 +1,134 @@
+package dev.lms4j.train.corpus;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.Manifest;
+import dev.lms4j.tf.ProductGroups;
+import dev.lms4j.tf.SessionConfigs;
+import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.tf.run.SyntheticFeeds;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.Graph;
+import org.tensorflow.Result;
+import org.tensorflow.Session;
+import org.tensorflow.Tensor;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+import org.tensorflow.proto.RunOptions;
+import org.tensorflow.types.TFloat32;
+
+/**
+ * The products lms4j writes as grappler groups them ({@code ProductGroups}) are the products
+ * TensorFlow runs, read from its partition graphs, on the corpus encoder (attention scale and
+ * layer norm gradients), and the graph written reaches the same losses bit for bit.
+ */
+class ProductGroupsTest {
+  /** Per node of the partition graphs of one step: its op and its sorted data inputs. */
+  private record Run(List<Float> losses, Map<String, String> executed) {}
+
+  private static Run run(GraphDef gd, Manifest m) {
+    List<Float> losses = new ArrayList<>();
+    Map<String, String> executed = new HashMap<>();
+    try (Graph g = new Graph()) {
+      g.importGraphDef(gd);
+      try (Session s = new Session(g, SessionConfigs.lms())) {
+        s.runner().addTarget(m.init()).run();
+        for (int step = 1; step <= 3; step++) {
+          List<Tensor> feeds = new ArrayList<>();
+          Session.Runner r = s.runner();
+          for (int i = 0; i < m.feeds().size(); i++) {
+            Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, 42, step);
+            feeds.add(t);
+            r.feed(m.feeds().get(i).name(), t);
+          }
+          r.fetch(m.loss()).addTarget(m.trainOp());
+          if (step == 1) {
+            r.setOptions(RunOptions.newBuilder().setOutputPartitionGraphs(true).build());
+          }
+          try (Result res = step == 1 ? r.runAndFetchMetadata() : r.run()) {
+            losses.add(((TFloat32) res.get(0)).getFloat());
+            for (GraphDef p : step == 1 ? res.getMetadata().get().getPartitionGraphsList()
+                : List.<GraphDef>of()) {
+              for (NodeDef n : p.getNodeList()) {
+                executed.put(n.getName(), n.getOp() + " " + n.getInputList().stream()
+                    .filter(x -> !x.startsWith("^")).sorted().toList());
+              }
+            }
+          } finally {
+            feeds.forEach(Tensor::close);
+          }
+        }
+      }
+    }
+    return new Run(losses, executed);
+  }
+
+  @Test
+  void theEncodersProductsAreWrittenAsGrapplerGroupsThemWithTheSameLosses() {
+    TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.SMALL, 42);
+    Manifest m = tg.manifest();
+    ProductGroups.Result r = ProductGroups.apply(tg.graphDef(), m.feedShapes(), m.runOps());
+    // two layers: per layer the attention softmax's gradient, two layer norms' (d / n) * d
+    assertThat(r.groups()).isGreaterThanOrEqualTo(6);
+    assertThat(r.merged()).isPositive();
+    Set<String> written = ProductGroups.tagged(r.graphDef());
+    assertThat(written).hasSizeGreaterThanOrEqualTo(2 * r.groups()); // a root and an inner op
+
+    Run given = run(tg.graphDef(), m);
+    Run ours = run(r.graphDef(), m);
+    assertThat(ours.losses()).containsExactlyElementsOf(given.losses());
+    // what TensorFlow executes for each op written: the same op reading the same inputs as it
+    // executes for the graph as given (grappler built those trees itself there)
+    for (String op : written) {
+      assertThat(ours.executed().get(op)).as(op).isNotNull()
+          .isEqualTo(given.executed().get(op));
+    }
+    // and the grouping differs from the graph as given: grappler did regroup them
+    Map<String, NodeDef> before = new HashMap<>();
+    tg.graphDef().getNodeList().forEach(n -> before.put(n.getName(), n));
+    assertThat(written).anySatisfy(op -> assertThat(given.executed().get(op))
+        .isNotEqualTo(before.get(op).getOp() + " " + before.get(op).getInputList().stream()
+            .filter(x -> !x.startsWith("^")).sorted().toList()));
+    // written once: nothing is left to write
+    assertThat(ProductGroups.apply(r.graphDef(), m.feedShapes(), m.runOps()).changed())
+        .isFalse();
+  }
+
+  @Test
+  void theModelOfTheGraphAsGivenAlreadyHoldsTheGroupsAndTheWrittenGraphsModelIsTheSame() {
+    TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.SMALL, 42);
+    Manifest m = tg.manifest();
+    ProductGroups.Result r = ProductGroups.apply(tg.graphDef(), m.feedShapes(), m.runOps());
+    DataflowGraph asGiven = GraphImporter.importGraph(tg.graphDef(), m.feedShapes(), -1,
+        "gradients", m.runOps());
+    DataflowGraph asWritten = GraphImporter.importGraph(r.graphDef(), m.feedShapes(), -1,
+        "gradients", m.runOps());
+    for (String op : ProductGroups.tagged(r.graphDef())) {
+      List<String> a = asGiven.opOrThrow(op).inputs().stream().map(asGiven::tensorName)
+          .sorted().toList();
+      List<String> b = asWritten.opOrThrow(op).inputs().stream().map(asWritten::tensorName)
+          .map(n -> n.startsWith("ConstantFolding/") ? reciprocalOf(r.graphDef(), n) : n)
+          .sorted().toList();
+      assertThat(b).as(op).isEqualTo(a);
+    }
+  }
+
+  /** The divisor a written reciprocal reads (the model of the graph as given reads it). */
+  private static String reciprocalOf(GraphDef gd, String tensor) {
+    String name = tensor.substring(0, tensor.lastIndexOf(':'));
+    for (NodeDef n : gd.getNodeList()) {
+      if (n.getName().equals(name)) {
+        String in = n.getInput(0);
+        return in.contains(":") ? in : in + ":0";
+      }
+    }
+    throw new AssertionError("no reciprocal " + name);
+  }
+}
