@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.graph.Reassociation;
 import dev.lms4j.core.memory.BfcReplay;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -57,6 +58,12 @@ import org.tensorflow.proto.NodeDef;
  * an op inside a loop runs many times and cannot be placed once in a chain. The math is
  * unchanged (control edges only order); grappler must keep the edges, so run the result with
  * {@link SessionConfigs#lms()}.
+ *
+ * <p>Grappler groups a tree of products only where its ops have no control edges in or out
+ * ({@link Reassociation}). The products lms4j predicts exactly are written first, as grappler
+ * groups them and with its tag ({@link ProductGroups}), so the chain follows the products
+ * TensorFlow runs; the trees it does not predict exactly (tanh-GELU's cube) are left out of the
+ * chain, so grappler still groups them as it does for the graph as given.
  */
 public final class SerialOrder {
   private static final Logger LOG = LoggerFactory.getLogger(SerialOrder.class);
@@ -93,8 +100,22 @@ public final class SerialOrder {
         return new Result(gd, 0, 0, 0, "control flow frames");
       }
     }
+    // products as grappler groups them, written first: a control edge into or out of a product
+    // keeps grappler from grouping it, which would change its rounding
+    ProductGroups.Result groups = ProductGroups.apply(gd, manifest.feedShapes(),
+        manifest.runOps());
+    gd = groups.graphDef();
     DataflowGraph model = GraphImporter.importGraph(gd, manifest.feedShapes(), -1, "gradients",
         manifest.runOps(), false); // the GraphDef's own products: the chain must match them
+    // the trees grappler groups in a way lms4j does not write (ProductGroups: not exact) are
+    // left out of the chain, so grappler still groups them as it does for the graph as given
+    Set<String> unchained = new HashSet<>();
+    for (Reassociation.Group g : Reassociation.predict(model,
+        GraphImporter.preserved(manifest.runOps()), ProductGroups.tagged(gd)).groups()) {
+      for (int m : g.members()) {
+        unchained.add(model.op(m).name());
+      }
+    }
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
@@ -108,7 +129,8 @@ public final class SerialOrder {
       var op = model.op(id);
       // what init leaves held stands for an init op: never chained into the step
       if (OpTypes.isResident(op.type()) || BfcReplay.HELD.equals(op.type())
-          || init.contains(op.name()) || !nodes.containsKey(op.name())) {
+          || init.contains(op.name()) || !nodes.containsKey(op.name())
+          || unchained.contains(op.name())) {
         continue;
       }
       chained++;
