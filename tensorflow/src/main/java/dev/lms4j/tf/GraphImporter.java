@@ -70,14 +70,16 @@ public final class GraphImporter {
    * ({@link DataflowGraph#hostFeeds()}) unless an op is placed on a GPU: TensorFlow's CPU
    * device reads fed tensors where the caller allocated them, outside its budgeted allocator.
    *
-   * <p>Products are grouped as grappler's arithmetic optimizer will group them
-   * ({@link Reassociation}, exact groups; ops merged into identical ones read those): the model
-   * is the graph TensorFlow runs.
+   * <p>Where {@code runOps} are given, products are grouped as grappler's arithmetic optimizer
+   * will group them ({@link Reassociation}, exact groups; ops merged into identical ones read
+   * those): the model is the graph TensorFlow runs.
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
     DataflowGraph g = importGraph(gd, feedShapes, batchSize, backwardScope, runOps, false);
-    return Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
+    // only where the ops a step fetches are known: grappler never absorbs a fetched op
+    return runOps.isEmpty() ? g
+        : Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
   }
 
   /** The op names of {@code runOps} (tensor or op names): what grappler must not rewrite. */

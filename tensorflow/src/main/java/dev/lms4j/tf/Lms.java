@@ -375,10 +375,11 @@ public final class Lms {
           model = importModel(gd, feedShapes, runOps);
         }
       }
-      if (!targets.isEmpty()) {
-        // last: the products as grappler will group them, written in, so plans keep them
+      if (!runOps.isEmpty()) {
+        // last: the products as grappler will group them, written in, so plans keep them (only
+        // where every op a step fetches is known: a fetched op must keep its value)
         ProductGroups.Result r = ProductGroups.apply(gd, feedShapes, params.batchSize(),
-            Set.copyOf(targets));
+            runOps);
         if (r.changed()) {
           gd = r.graphDef();
           model = importModel(gd, feedShapes, runOps);

@@ -63,7 +63,9 @@ public final class ProductGroups {
 
   /**
    * Writes into {@code gd} the products grappler will group and merge when a step runs
-   * {@code runOps} (the loss and the train op: grappler leaves them alone).
+   * {@code runOps}, which must name every op a step fetches (the loss, the train op, metrics:
+   * grappler leaves them alone, and an op grouped into a tree takes another value); with none,
+   * nothing is written.
    *
    * @param feedShapes static shapes of the feeds, by name (may be empty)
    */
@@ -74,6 +76,9 @@ public final class ProductGroups {
   /** As {@link #apply(GraphDef, Map, Set)}, with a batch size for unknown first dimensions. */
   public static Result apply(GraphDef gd, Map<String, long[]> feedShapes, int batchSize,
       Set<String> runOps) {
+    if (runOps.isEmpty()) {
+      return new Result(gd, 0, 0); // what a step fetches is not known: a fetched op keeps its value
+    }
     DataflowGraph raw = GraphImporter.importGraph(gd, feedShapes, batchSize,
         GraphImporter.DEFAULT_BACKWARD_SCOPE, runOps, false);
     return apply(gd, raw, Reassociation.predict(raw, GraphImporter.preserved(runOps),
@@ -111,8 +116,10 @@ public final class ProductGroups {
     int groups = 0;
     List<NodeDef> reciprocals = new ArrayList<>();
     for (Reassociation.Group gr : p.groups()) {
-      if (!gr.exact()) {
-        continue;
+      if (!gr.exact() || gr.reciprocals().stream().anyMatch(r -> nodes.containsKey(
+          Reassociation.RECIPROCAL_PREFIX + model.op(r).name()
+              + Reassociation.RECIPROCAL_SUFFIX))) {
+        continue; // (a graph grappler has run on: its reciprocal is there already)
       }
       groups++;
       Map<TensorId, String> divisors = new LinkedHashMap<>();

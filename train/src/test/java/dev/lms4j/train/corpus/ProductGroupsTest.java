@@ -123,6 +123,30 @@ class ProductGroupsTest {
   }
 
   @Test
+  void whereTheFetchedOpsAreNotKnownNothingIsWrittenOrGrouped() {
+    TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.SMALL, 42);
+    Manifest m = tg.manifest();
+    // a fetched op grouped into a tree would take another value: no fetches, no groups
+    ProductGroups.Result none = ProductGroups.apply(tg.graphDef(), m.feedShapes(), Set.of());
+    assertThat(none.changed()).isFalse();
+    assertThat(none.graphDef()).isSameAs(tg.graphDef());
+    ProductGroups.Result r = ProductGroups.apply(tg.graphDef(), m.feedShapes(), m.runOps());
+    String op = ProductGroups.tagged(r.graphDef()).iterator().next();
+    DataflowGraph unknown = GraphImporter.importGraph(tg.graphDef(), m.feedShapes(), -1,
+        "gradients", Set.of());
+    DataflowGraph known = GraphImporter.importGraph(tg.graphDef(), m.feedShapes(), -1,
+        "gradients", m.runOps());
+    List<String> asGiven = new ArrayList<>();
+    tg.graphDef().getNodeList().stream().filter(n -> n.getName().equals(op)).findFirst()
+        .orElseThrow().getInputList().forEach(in -> asGiven.add(in.contains(":") ? in
+            : in + ":0"));
+    assertThat(unknown.opOrThrow(op).inputs().stream().map(unknown::tensorName).toList())
+        .isEqualTo(asGiven);
+    assertThat(known.opOrThrow(op).inputs().stream().map(known::tensorName).toList())
+        .isNotEqualTo(asGiven);
+  }
+
+  @Test
   void theSerialOrderWritesTheGroupsFirstAndLeavesTreesItDoesNotWriteOutOfTheChain() {
     TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.SMALL, 42);
     Manifest m = tg.manifest();
