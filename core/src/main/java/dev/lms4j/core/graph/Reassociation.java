@@ -29,8 +29,9 @@ import java.util.Set;
  * topmost product (grappler visits ops consumers first), leaves in depth-first order of the
  * name-sorted inputs; leaves are sorted by element count (stable); an odd last leaf, the largest,
  * is kept for the root; the others are paired from the front, each pair taking over the
- * last-collected inner op, a pair whose result is smaller than the next leaf going back to the
- * front. Groups whose leaves all have one shape are left as they are.
+ * last-collected inner op, its product (counted as a scalar, as grappler counts it) going back
+ * to the front where the next two operands differ in size, else to the back. Groups whose leaves
+ * all have one shape are left as they are.
  */
 public final class Reassociation {
   private Reassociation() {}
@@ -158,9 +159,9 @@ public final class Reassociation {
   }
 
   /**
-   * {@code g} as grappler will run it: merged ops read the op kept, and the predicted groups'
-   * ops read their rebuilt operands (exact groups only: {@link Group#exact}) (a division by a constant becomes a {@code Mul}); ops keep
-   * their names, ids and outputs.
+   * {@code g} as grappler will run it: merged ops read the op kept, and the exact groups' ops
+   * ({@link Group#exact}) read their rebuilt operands (a division by a constant becomes a
+   * {@code Mul}); ops keep their names, ids and outputs.
    */
   public static DataflowGraph apply(DataflowGraph g, Prediction p) {
     if (p.isEmpty()) {
