@@ -76,7 +76,7 @@ public final class GraphImporter {
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
-    DataflowGraph g = importGraph(gd, feedShapes, batchSize, backwardScope, runOps, false);
+    DataflowGraph g = importAsWritten(gd, feedShapes, batchSize, backwardScope, runOps);
     // only where the ops a step fetches are known: grappler never absorbs a fetched op
     return runOps.isEmpty() ? g
         : Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
@@ -92,14 +92,11 @@ public final class GraphImporter {
   }
 
   /**
-   * As {@link #importGraph(GraphDef, Map, int, String, java.util.Set)}; products are left as the
-   * GraphDef has them unless {@code regroup}.
+   * As {@link #importGraph(GraphDef, Map, int, String, java.util.Set)}, with the products as the
+   * GraphDef has them (not grouped as grappler will group them).
    */
-  static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
-      int batchSize, String backwardScope, java.util.Set<String> runOps, boolean regroup) {
-    if (regroup) {
-      return importGraph(gd, feedShapes, batchSize, backwardScope, runOps);
-    }
+  static DataflowGraph importAsWritten(GraphDef gd, Map<String, long[]> feedShapes,
+      int batchSize, String backwardScope, java.util.Set<String> runOps) {
     GraphDef shaped = withFeedShapes(gd, feedShapes);
     java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);
     boolean gpu = shaped.getNodeList().stream()

@@ -42,8 +42,15 @@ public final class ProductGroups {
    * @param graphDef the graph with the groups written in
    * @param groups   product trees written
    * @param merged   ops whose readers now read the identical op grappler keeps
+   * @param unwritten the ops of the trees grappler groups that were not written (not exact, or
+   *                  their reciprocal's name taken): grappler groups them as it does for the
+   *                  graph as given, as long as no control edge goes into or out of them
    */
-  public record Result(GraphDef graphDef, int groups, int merged) {
+  public record Result(GraphDef graphDef, int groups, int merged, Set<String> unwritten) {
+    public Result {
+      unwritten = Set.copyOf(unwritten);
+    }
+
     /** True when the graph changed. */
     public boolean changed() {
       return groups > 0 || merged > 0;
@@ -77,10 +84,11 @@ public final class ProductGroups {
   public static Result apply(GraphDef gd, Map<String, long[]> feedShapes, int batchSize,
       Set<String> runOps) {
     if (runOps.isEmpty()) {
-      return new Result(gd, 0, 0); // what a step fetches is not known: a fetched op keeps its value
+      // what a step fetches is not known: a fetched op keeps its value
+      return new Result(gd, 0, 0, Set.of());
     }
-    DataflowGraph raw = GraphImporter.importGraph(gd, feedShapes, batchSize,
-        GraphImporter.DEFAULT_BACKWARD_SCOPE, runOps, false);
+    DataflowGraph raw = GraphImporter.importAsWritten(gd, feedShapes, batchSize,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, runOps);
     return apply(gd, raw, Reassociation.predict(raw, GraphImporter.preserved(runOps),
         tagged(gd)));
   }
@@ -115,11 +123,14 @@ public final class ProductGroups {
     }
     int groups = 0;
     List<NodeDef> reciprocals = new ArrayList<>();
+    Set<String> unwritten = new HashSet<>();
     for (Reassociation.Group gr : p.groups()) {
       if (!gr.exact() || gr.reciprocals().stream().anyMatch(r -> nodes.containsKey(
           Reassociation.RECIPROCAL_PREFIX + model.op(r).name()
               + Reassociation.RECIPROCAL_SUFFIX))) {
-        continue; // (a graph grappler has run on: its reciprocal is there already)
+        // (a taken name: a graph grappler has run on, its reciprocal is there already)
+        gr.members().forEach(m -> unwritten.add(model.op(m).name()));
+        continue;
       }
       groups++;
       Map<TensorId, String> divisors = new LinkedHashMap<>();
@@ -152,14 +163,14 @@ public final class ProductGroups {
       }
     }
     if (groups == 0 && merged.isEmpty()) {
-      return new Result(gd, 0, 0);
+      return new Result(gd, 0, 0, unwritten);
     }
     GraphDef.Builder out = gd.toBuilder().clearNode();
     for (NodeDef.Builder b : nodes.values()) {
       out.addNode(b);
     }
     out.addAllNode(reciprocals);
-    return new Result(out.build(), groups, merged.size());
+    return new Result(out.build(), groups, merged.size(), unwritten);
   }
 
   private static String inputName(DataflowGraph model, TensorId t, Map<Integer, Integer> dups) {

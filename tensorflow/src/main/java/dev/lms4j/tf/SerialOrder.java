@@ -3,7 +3,6 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpTypes;
-import dev.lms4j.core.graph.Reassociation;
 import dev.lms4j.core.memory.BfcReplay;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -44,11 +43,12 @@ import org.tensorflow.proto.NodeDef;
  * the graph grappler hands it, which varies from process to process, and so do where tensors
  * land in the BFC allocator and the smallest budget that trains. Measured on the corpus U-Net
  * (tflms plan for 17 MiB, bench size): unchained, the same graph trained 4 times of 5 at 16
- * MiB and ran out of memory once, and its traced peak varied between 13.1 and 16.0 MiB; with the step chained only, it still varied; with both
- * chains, 4 runs at each of 15, 16 and 17 MiB traced the same steps and peaks and all trained.
- * On the corpus DenseNet (tflms plan for 44 MiB) both chains made the boundary exact: out of
- * memory at 43 MiB in 2 of 2 runs, trains at 44 in 2 of 2, where unchained it trained at 44
- * in one run and ran out of memory at 44 in another.
+ * MiB and ran out of memory once, and its traced peak varied between 13.1 and 16.0 MiB; with
+ * the step chained only, it still varied; with both chains, 4 runs at each of 15, 16 and 17
+ * MiB traced the same steps and peaks and all trained. On the corpus DenseNet (tflms plan for
+ * 44 MiB) both chains made the boundary exact: out of memory at 43 MiB in 2 of 2 runs, trains
+ * at 44 in 2 of 2, where unchained it trained at 44 in one run and ran out of memory at 44 in
+ * another.
  *
  * <p>Ops that are not chained: constants, feeds and variables (resident, no order to keep), the
  * init subgraph's ops in the step's chain (a control edge from a step op into one would make
@@ -60,10 +60,11 @@ import org.tensorflow.proto.NodeDef;
  * {@link SessionConfigs#lms()}.
  *
  * <p>Grappler groups a tree of products only where its ops have no control edges in or out
- * ({@link Reassociation}). The products lms4j predicts exactly are written first, as grappler
- * groups them and with its tag ({@link ProductGroups}), so the chain follows the products
- * TensorFlow runs; the trees it does not predict exactly (tanh-GELU's cube) are left out of the
- * chain, so grappler still groups them as it does for the graph as given.
+ * ({@link dev.lms4j.core.graph.Reassociation}). The products lms4j predicts exactly are written
+ * first, as grappler groups them and with its tag ({@link ProductGroups}), so the chain follows
+ * the products TensorFlow runs; the trees not written ({@link ProductGroups.Result#unwritten},
+ * e.g. tanh-GELU's cube) are left out of the chain, so grappler still groups them as it does for
+ * the graph as given.
  */
 public final class SerialOrder {
   private static final Logger LOG = LoggerFactory.getLogger(SerialOrder.class);
@@ -105,17 +106,12 @@ public final class SerialOrder {
     ProductGroups.Result groups = ProductGroups.apply(gd, manifest.feedShapes(),
         manifest.runOps());
     gd = groups.graphDef();
-    DataflowGraph model = GraphImporter.importGraph(gd, manifest.feedShapes(), -1, "gradients",
-        manifest.runOps(), false); // the GraphDef's own products: the chain must match them
-    // the trees grappler groups in a way lms4j does not write (ProductGroups: not exact) are
-    // left out of the chain, so grappler still groups them as it does for the graph as given
-    Set<String> unchained = new HashSet<>();
-    for (Reassociation.Group g : Reassociation.predict(model,
-        GraphImporter.preserved(manifest.runOps()), ProductGroups.tagged(gd)).groups()) {
-      for (int m : g.members()) {
-        unchained.add(model.op(m).name());
-      }
-    }
+    // the GraphDef's own products: the chain must match them
+    DataflowGraph model = GraphImporter.importAsWritten(gd, manifest.feedShapes(), -1,
+        "gradients", manifest.runOps());
+    // the trees grappler groups that were not written are left out of the chain, so grappler
+    // still groups them as it does for the graph as given
+    Set<String> unchained = groups.unwritten();
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();

@@ -220,8 +220,7 @@ public final class Reassociation {
         return false; // grappler leaves half precision alone; ints do not matter for memory
       }
       if (op.type().equals("Mul")) {
-        // Mul(x, x) is Square(x) by then (ReplaceMulWithSquare)
-        return !op.inputs().get(0).equals(op.inputs().get(1));
+        return !square(op); // Square(x) by then (ReplaceMulWithSquare)
       }
       return (op.type().equals("Div") || op.type().equals("RealDiv"))
           && constant[op.inputs().get(1).op()];
@@ -346,17 +345,17 @@ public final class Reassociation {
         }
       }
       int constants = 0;
-      boolean square = false;
+      boolean hasSquare = false;
       Map<TensorId, Integer> uses = new HashMap<>();
       for (Leaf l : leaves) {
         constants += constant[l.tensor().op()] ? 1 : 0;
-        square |= l.name().contains(SQUARE_PREFIX);
+        hasSquare |= square(g.op(l.tensor().op()));
         uses.merge(l.tensor(), 1, Integer::sum);
       }
       // a square among the leaves (tanh-GELU's x * x * x * c): constant folding's push-down and
       // the square's rewrite interleave with this stage, and the tree grappler builds was seen
       // to differ between two graphs of that same form (the corpus encoder, the zoo's GPT-2)
-      boolean exact = constants <= 1 && !square;
+      boolean exact = constants <= 1 && !hasSquare;
       for (int r : recips) {
         exact &= uses.getOrDefault(g.op(r).inputs().get(1), 0) == 1;
       }
@@ -374,9 +373,14 @@ public final class Reassociation {
    */
   static String inputName(DataflowGraph g, TensorId t) {
     Op op = g.op(t.op());
-    String name = op.type().equals("Mul") && op.inputs().size() == 2
-        && op.inputs().get(0).equals(op.inputs().get(1)) ? SQUARE_PREFIX + op.name() : op.name();
+    String name = square(op) ? SQUARE_PREFIX + op.name() : op.name();
     return t.output() == 0 ? name : name + ":" + t.output();
+  }
+
+  /** {@code Mul(x, x)}: a {@code Square} once the arithmetic optimizer has run. */
+  static boolean square(Op op) {
+    return op.type().equals("Mul") && op.inputs().size() == 2
+        && op.inputs().get(0).equals(op.inputs().get(1));
   }
 
   private static Leaf second(Deque<Leaf> q) {

@@ -172,6 +172,9 @@ class ProductGroupsTest {
     }
     assertThat(cube).isNotEmpty().allSatisfy(op -> assertThat(after.get(op).getInputList())
         .noneMatch(in -> in.startsWith("^")));
+    // the trees ProductGroups reports as not written are those
+    assertThat(ProductGroups.apply(tg.graphDef(), m.feedShapes(), m.runOps()).unwritten())
+        .containsExactlyInAnyOrderElementsOf(cube);
   }
 
   /** The divisor a written reciprocal reads (the model of the graph as given reads it). */
