@@ -11,7 +11,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import org.tensorflow.Graph;
 import org.tensorflow.Result;
@@ -65,14 +64,9 @@ public final class TraceWorker {
             s.runner().addTarget(m.init()).run();
           }
           for (int step = 1; step <= 2; step++) {
-            List<Tensor> feeds = new ArrayList<>();
+            Session.Runner r = s.runner();
+            List<Tensor> feeds = SyntheticFeeds.feed(r, m, 42, step);
             try {
-              Session.Runner r = s.runner();
-              for (int i = 0; i < m.feeds().size(); i++) {
-                Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, 42, step);
-                feeds.add(t);
-                r.feed(m.feeds().get(i).name(), t);
-              }
               r.fetch(m.loss()).addTarget(m.trainOp());
               if (step == 2) {
                 r.setOptions(RunOptions.newBuilder()

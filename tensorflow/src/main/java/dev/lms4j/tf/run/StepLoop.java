@@ -64,14 +64,9 @@ public final class StepLoop {
           s.runner().addTarget(m.init()).run();
         }
         for (int step = 1; step <= steps; step++) {
-          List<Tensor> feeds = new ArrayList<>();
+          Session.Runner r = s.runner();
+          List<Tensor> feeds = SyntheticFeeds.feed(r, m, seed, step);
           try {
-            Session.Runner r = s.runner();
-            for (int i = 0; i < m.feeds().size(); i++) {
-              Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, seed, step);
-              feeds.add(t);
-              r.feed(m.feeds().get(i).name(), t);
-            }
             r.fetch(m.loss()).addTarget(m.trainOp());
             boolean traced = step == Math.min(2, steps);
             if (traced) {

@@ -1,7 +1,10 @@
 package dev.lms4j.tf.run;
 
 import dev.lms4j.tf.Manifest;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.SplittableRandom;
+import org.tensorflow.Session;
 import org.tensorflow.Tensor;
 import org.tensorflow.ndarray.Shape;
 import org.tensorflow.ndarray.buffer.DataBuffers;
@@ -18,6 +21,21 @@ import org.tensorflow.types.TInt64;
  */
 public final class SyntheticFeeds {
   private SyntheticFeeds() {}
+
+  /**
+   * Feeds every feed of {@code m} to {@code runner} for {@code step} ({@link #make}).
+   *
+   * @return the tensors fed, for the caller to close once the step has run
+   */
+  public static List<Tensor> feed(Session.Runner runner, Manifest m, long seed, int step) {
+    List<Tensor> fed = new ArrayList<>();
+    for (int i = 0; i < m.feeds().size(); i++) {
+      Tensor t = make(m.feeds().get(i), i, seed, step);
+      fed.add(t);
+      runner.feed(m.feeds().get(i).name(), t);
+    }
+    return fed;
+  }
 
   /** The tensor for feed number {@code index} at {@code step}. */
   public static Tensor make(Manifest.Feed f, int index, long seed, int step) {

@@ -10,21 +10,15 @@ import dev.lms4j.tf.ProductGroups;
 import dev.lms4j.tf.SerialOrder;
 import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.TrainingGraph;
-import dev.lms4j.tf.run.SyntheticFeeds;
+import dev.lms4j.tf.run.StepLoop;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
-import org.tensorflow.Graph;
-import org.tensorflow.Result;
-import org.tensorflow.Session;
-import org.tensorflow.Tensor;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
-import org.tensorflow.proto.RunOptions;
-import org.tensorflow.types.TFloat32;
 
 /**
  * The products lms4j writes as grappler groups them ({@code ProductGroups}) are the products
@@ -32,43 +26,16 @@ import org.tensorflow.types.TFloat32;
  * layer norm gradients), and the graph written reaches the same losses bit for bit.
  */
 class ProductGroupsTest {
-  /** Per node of the partition graphs of one step: its op and its sorted data inputs. */
-  private record Run(List<Float> losses, Map<String, String> executed) {}
+  /** Three steps' losses, and per node TensorFlow ran: its op and its sorted data inputs. */
+  private record Run(List<Double> losses, Map<String, String> executed) {}
 
-  private static Run run(GraphDef gd, Manifest m) {
-    List<Float> losses = new ArrayList<>();
+  private static Run run(TrainingGraph tg, GraphDef gd) {
+    List<Double> losses = new ArrayList<>();
+    StepLoop.run(gd, tg.manifest(), SessionConfigs.lms(), 3, 42, rec -> losses.add(rec.loss()));
     Map<String, String> executed = new HashMap<>();
-    try (Graph g = new Graph()) {
-      g.importGraphDef(gd);
-      try (Session s = new Session(g, SessionConfigs.lms())) {
-        s.runner().addTarget(m.init()).run();
-        for (int step = 1; step <= 3; step++) {
-          List<Tensor> feeds = new ArrayList<>();
-          Session.Runner r = s.runner();
-          for (int i = 0; i < m.feeds().size(); i++) {
-            Tensor t = SyntheticFeeds.make(m.feeds().get(i), i, 42, step);
-            feeds.add(t);
-            r.feed(m.feeds().get(i).name(), t);
-          }
-          r.fetch(m.loss()).addTarget(m.trainOp());
-          if (step == 1) {
-            r.setOptions(RunOptions.newBuilder().setOutputPartitionGraphs(true).build());
-          }
-          try (Result res = step == 1 ? r.runAndFetchMetadata() : r.run()) {
-            losses.add(((TFloat32) res.get(0)).getFloat());
-            for (GraphDef p : step == 1 ? res.getMetadata().get().getPartitionGraphsList()
-                : List.<GraphDef>of()) {
-              for (NodeDef n : p.getNodeList()) {
-                executed.put(n.getName(), n.getOp() + " " + n.getInputList().stream()
-                    .filter(x -> !x.startsWith("^")).sorted().toList());
-              }
-            }
-          } finally {
-            feeds.forEach(Tensor::close);
-          }
-        }
-      }
-    }
+    PartitionGraphs.of(tg, gd, SessionConfigs.lms()).forEach((name, n) -> executed.put(name,
+        n.getOp() + " " + n.getInputList().stream().filter(x -> !x.startsWith("^")).sorted()
+            .toList()));
     return new Run(losses, executed);
   }
 
@@ -83,8 +50,8 @@ class ProductGroupsTest {
     Set<String> written = ProductGroups.tagged(r.graphDef());
     assertThat(written).hasSizeGreaterThanOrEqualTo(2 * r.groups()); // a root and an inner op
 
-    Run given = run(tg.graphDef(), m);
-    Run ours = run(r.graphDef(), m);
+    Run given = run(tg, tg.graphDef());
+    Run ours = run(tg, r.graphDef());
     assertThat(ours.losses()).containsExactlyElementsOf(given.losses());
     // what TensorFlow executes for each op written: the same op reading the same inputs as it
     // executes for the graph as given (grappler built those trees itself there)

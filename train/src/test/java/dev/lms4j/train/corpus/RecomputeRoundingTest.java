@@ -8,21 +8,15 @@ import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.StepLoop;
-import dev.lms4j.tf.run.SyntheticFeeds;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import org.junit.jupiter.api.Test;
-import org.tensorflow.Graph;
-import org.tensorflow.Result;
-import org.tensorflow.Session;
 import org.tensorflow.proto.ConfigProto;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.GraphOptions;
-import org.tensorflow.proto.NodeDef;
 import org.tensorflow.proto.RewriterConfig;
-import org.tensorflow.proto.RunOptions;
 
 /**
  * Why {@code auto}'s plan for the corpus encoder moves its second loss by about 1e-7: grappler's
@@ -56,30 +50,8 @@ class RecomputeRoundingTest {
   /** The graph TensorFlow ran after grappler: node name to "Op [inputs]". */
   private static Map<String, String> optimized(TrainingGraph tg, GraphDef gd) {
     Map<String, String> out = new TreeMap<>();
-    try (Graph g = new Graph()) {
-      g.importGraphDef(gd);
-      try (Session s = new Session(g, config(true))) {
-        s.runner().addTarget(tg.manifest().init()).run();
-        Session.Runner r = s.runner();
-        List<org.tensorflow.Tensor> feeds = new ArrayList<>();
-        for (int i = 0; i < tg.manifest().feeds().size(); i++) {
-          org.tensorflow.Tensor t = SyntheticFeeds.make(tg.manifest().feeds().get(i), i, 42, 1);
-          feeds.add(t);
-          r.feed(tg.manifest().feeds().get(i).name(), t);
-        }
-        r.fetch(tg.manifest().loss()).addTarget(tg.manifest().trainOp())
-            .setOptions(RunOptions.newBuilder().setOutputPartitionGraphs(true).build());
-        try (Result res = r.runAndFetchMetadata()) {
-          for (GraphDef pg : res.getMetadata().orElseThrow().getPartitionGraphsList()) {
-            for (NodeDef n : pg.getNodeList()) {
-              out.put(n.getName(), n.getOp() + " " + n.getInputList());
-            }
-          }
-        } finally {
-          feeds.forEach(org.tensorflow.Tensor::close);
-        }
-      }
-    }
+    PartitionGraphs.of(tg, gd, config(true)).forEach((name, n) ->
+        out.put(name, n.getOp() + " " + n.getInputList()));
     return out;
   }
 
