@@ -65,6 +65,14 @@ import org.tensorflow.proto.NodeDef;
  * the products TensorFlow runs; the trees not written ({@link ProductGroups.Result#unwritten},
  * e.g. tanh-GELU's cube) are left out of the chain, so grappler still groups them as it does for
  * the graph as given.
+ *
+ * <p>Likewise the ops TensorFlow fuses or removes only where no control edge holds them
+ * ({@link Fusions}: a convolution and its bias add, a filter gradient and the bias gradient
+ * oneDNN merges into it, identities, reshapes, shapes) are left out of the chain, so it runs the
+ * same kernels as the graph as given and reaches its losses bit for bit (before, the corpus
+ * DenseNet's second loss moved by 1 ulp with oneDNN on). An op that reads a ref variable stays
+ * in the chain unless it is an ancestor of the variable's update. A merged bias gradient, and
+ * what reads it, is chained after the op it is merged into ({@link #afterMerges}).
  */
 public final class SerialOrder {
   private static final Logger LOG = LoggerFactory.getLogger(SerialOrder.class);
@@ -92,6 +100,15 @@ public final class SerialOrder {
    * @return the chained graph; {@code gd} is not changed
    */
   public static Result enforce(GraphDef gd, Manifest manifest) {
+    return enforce(gd, manifest, Fusions::of);
+  }
+
+  /**
+   * {@link #enforce(GraphDef, Manifest)}, leaving the ops {@code leftOut} names (given the graph
+   * and the ops of a step) unchained.
+   */
+  static Result enforce(GraphDef gd, Manifest manifest,
+      java.util.function.BiFunction<GraphDef, Set<String>, Set<String>> leftOut) {
     Objects.requireNonNull(gd, "graph");
     Objects.requireNonNull(manifest, "manifest");
     for (NodeDef n : gd.getNodeList()) {
@@ -111,7 +128,11 @@ public final class SerialOrder {
         "gradients", manifest.runOps());
     // the trees grappler groups that were not written are left out of the chain, so grappler
     // still groups them as it does for the graph as given
-    Set<String> unchained = groups.unwritten();
+    Set<String> unchained = new HashSet<>(groups.unwritten());
+    Set<String> step = manifest.runOps().isEmpty() ? Set.of()
+        : GraphImporter.ancestors(gd, manifest.runOps());
+    // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
+    unchained.addAll(leftOut.apply(gd, step));
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
@@ -121,7 +142,7 @@ public final class SerialOrder {
     String prev = null;
     int added = 0;
     int chained = 0;
-    for (int id : Levels.of(model).schedule()) {
+    for (int id : afterMerges(model, Levels.of(model).schedule(), Fusions.merges(gd))) {
       var op = model.op(id);
       // what init leaves held stands for an init op: never chained into the step
       if (OpTypes.isResident(op.type()) || BfcReplay.HELD.equals(op.type())
@@ -143,7 +164,6 @@ public final class SerialOrder {
     int initChained = 0;
     if (manifest.init() != null && nodes.containsKey(manifest.init())
         && !manifest.runOps().isEmpty()) {
-      Set<String> step = GraphImporter.ancestors(gd, manifest.runOps());
       prev = null;
       for (String name : initOrder(nodes, init)) {
         NodeDef.Builder b = nodes.get(name);
@@ -167,6 +187,55 @@ public final class SerialOrder {
     LOG.info("[LMS] serial order: {} ops of the step and {} of init chained ({} control edges "
         + "added)", chained, initChained, added);
     return new Result(out.build(), added, chained, initChained, null);
+  }
+
+  /**
+   * {@code schedule} with each merged bias gradient (and what reads it) moved after the op it is
+   * merged into ({@link Fusions#merges}), the rest in the same order: a stable topological sort
+   * with one more edge per merge, so no chain edge makes a cycle through the merged op.
+   */
+  static int[] afterMerges(DataflowGraph model, int[] schedule, Map<String, String> merges) {
+    Map<Integer, Integer> waitsFor = new java.util.HashMap<>();
+    merges.forEach((grad, into) -> model.op(grad).ifPresent(g -> model.op(into)
+        .ifPresent(w -> waitsFor.put(g.id(), w.id()))));
+    if (waitsFor.isEmpty()) {
+      return schedule;
+    }
+    Set<Integer> scheduled = new HashSet<>();
+    for (int id : schedule) {
+      scheduled.add(id);
+    }
+    Set<Integer> done = new HashSet<>();
+    int[] out = new int[schedule.length];
+    int n = 0;
+    List<Integer> waiting = new ArrayList<>();
+    for (int id : schedule) {
+      waiting.add(id);
+      boolean moved = true;
+      while (moved) {
+        moved = false;
+        for (int i = 0; i < waiting.size(); i++) {
+          int w = waiting.get(i);
+          boolean ready = !waitsFor.containsKey(w) || done.contains(waitsFor.get(w))
+              || !scheduled.contains(waitsFor.get(w));
+          for (int p : model.predecessors(w)) {
+            ready &= done.contains(p) || !scheduled.contains(p);
+          }
+          if (ready) {
+            out[n++] = w;
+            done.add(w);
+            waiting.remove(i);
+            moved = true;
+            break;
+          }
+        }
+      }
+    }
+    if (!waiting.isEmpty()) {
+      // a merge the graph orders the other way round: keep the schedule as it is
+      return schedule;
+    }
+    return out;
   }
 
   /**

@@ -1,0 +1,233 @@
+package dev.lms4j.tf;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+
+/**
+ * The ops TensorFlow may fuse into one kernel, which must carry no control edge: grappler's
+ * remapper fuses a pattern only where its ops have no control edge in or out (a contraction
+ * and its bias add into {@code _FusedConv2D} / {@code _FusedMatMul}, oneDNN's
+ * {@code _MklNativeFusedConv2D} here), and oneDNN's layout pass merges a filter gradient with the
+ * bias gradient of the same incoming gradient ({@code _MklNativeConv2DBackpropFilterWithBias}).
+ * A fused kernel rounds differently from the ops it replaces, so a control edge on one of them
+ * changes the losses' last bits. Measured on the corpus DenseNet (test size): chained by
+ * {@link SerialOrder} with these ops in the chain, the partition graphs ran 8 convolutions and
+ * 8 filter gradients unfused and the second loss moved by 1 ulp; left out of the chain, the
+ * partition graphs hold the same ops as for the graph as given.
+ *
+ * <p>The patterns are matched conservatively (an op that might be fused is named): a
+ * contraction ({@code Conv2D}, {@code Conv3D}, {@code DepthwiseConv2dNative}, {@code MatMul},
+ * {@code BatchMatMul*}) read by exactly one op that is a bias add or an add (or, for a batch
+ * product, a product), that op's
+ * single element-wise reader after it (an activation or a residual add, up to two), a
+ * contraction read by a single activation, a {@code FusedBatchNorm*} read by a single
+ * activation or add, a {@code Conv2DBackpropFilter} whose incoming gradient a {@code BiasAddGrad}
+ * also reads ({@link #merges}), a {@code Sigmoid} multiplied with its own input (swish), and ops
+ * that forward a buffer or make a few bytes of shape (identities, reshapes, shapes).
+ */
+public final class Fusions {
+  private static final Set<String> CONTRACTIONS = Set.of("Conv2D", "Conv3D",
+      "DepthwiseConv2dNative", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3");
+  /** Read by a contraction: a bias add, an add, or (a batch product's) a product. */
+  private static final Set<String> BIAS = Set.of("BiasAdd", "Add", "AddV2", "Mul");
+  private static final Set<String> ELEMENTWISE = Set.of("Relu", "Relu6", "Elu", "LeakyRelu",
+      "Tanh", "Sigmoid", "Softplus", "Selu", "Gelu", "Add", "AddV2", "Mul");
+  private static final Set<String> ACTIVATIONS = Set.of("Relu", "Relu6", "Elu", "LeakyRelu",
+      "Tanh", "Sigmoid", "Gelu");
+  private static final Set<String> BATCH_NORMS = Set.of("FusedBatchNorm", "FusedBatchNormV2",
+      "FusedBatchNormV3");
+
+  /**
+   * Ops that allocate nothing (they forward their input's buffer) or a few bytes, which grappler
+   * removes or folds where no control edge holds them: the model pruner takes out identities,
+   * the arithmetic optimizer a reshape to the shape its input has (then the sum reading it sees
+   * another input name, and sums its inputs in name order), constant folding materialises
+   * shapes.
+   */
+  private static final Set<String> FORWARDING = Set.of("Identity", "IdentityN", "Snapshot",
+      "StopGradient", "PreventGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "ShapeN",
+      "Size", "Rank");
+  /** Ops that write a variable given as their first input. */
+  private static final java.util.regex.Pattern UPDATES = java.util.regex.Pattern.compile(
+      "(Resource)?(Sparse)?Apply.*|Assign(Add|Sub)?|Scatter.*");
+
+  private Fusions() {}
+
+  /**
+   * The ops of {@code gd} that TensorFlow may fuse or remove, less those that read a ref
+   * variable a step op updates without being that update's ancestor.
+   *
+   * @param gd   a graph
+   * @param step the ops a training step runs (whose variable updates count)
+   * @return their names, in the graph's order
+   */
+  public static Set<String> of(GraphDef gd, Set<String> step) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    Map<String, List<NodeDef>> readers = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+    }
+    for (NodeDef n : gd.getNodeList()) {
+      for (String in : n.getInputList()) {
+        if (!in.startsWith("^")) {
+          readers.computeIfAbsent(GraphImporter.opName(in), k -> new ArrayList<>()).add(n);
+        }
+      }
+    }
+    Set<String> out = new LinkedHashSet<>();
+    merges(gd).forEach((grad, op) -> {
+      out.add(grad);
+      out.add(op);
+    });
+    for (NodeDef n : gd.getNodeList()) {
+      if (FORWARDING.contains(n.getOp())) {
+        out.add(n.getName());
+      }
+      List<NodeDef> rs = readers.getOrDefault(n.getName(), List.of());
+      String op = n.getOp();
+      if (CONTRACTIONS.contains(op) && rs.size() == 1) {
+        NodeDef r = rs.get(0);
+        if (BIAS.contains(r.getOp()) && (!r.getOp().equals("Mul") || op.startsWith("Batch"))) {
+          out.add(n.getName());
+          out.add(r.getName());
+          NodeDef last = r;
+          for (int i = 0; i < 2; i++) {
+            List<NodeDef> next = readers.getOrDefault(last.getName(), List.of());
+            if (next.size() != 1 || !ELEMENTWISE.contains(next.get(0).getOp())) {
+              break;
+            }
+            last = next.get(0);
+            out.add(last.getName());
+          }
+        } else if (ACTIVATIONS.contains(r.getOp())) {
+          out.add(n.getName());
+          out.add(r.getName());
+        }
+      }
+      if (BATCH_NORMS.contains(op) && rs.size() == 1
+          && (ACTIVATIONS.contains(rs.get(0).getOp()) || BIAS.contains(rs.get(0).getOp()))) {
+        out.add(n.getName());
+        out.add(rs.get(0).getName());
+      }
+      if (op.equals("Sigmoid") && n.getInputCount() > 0) {
+        String x = n.getInput(0);
+        for (NodeDef r : rs) {
+          if (r.getOp().equals("Mul") && r.getInputList().contains(x)) {
+            out.add(n.getName());
+            out.add(r.getName());
+          }
+        }
+      }
+    }
+    out.retainAll(byName.keySet());
+    keepReadsBeforeUpdates(gd, byName, step, out);
+    return out;
+  }
+
+  /**
+   * Takes out of {@code out} every op that reads a ref variable's buffer (through identities)
+   * and is not an ancestor of each op that updates the variable: only its place in the chain
+   * runs it before the update. (Measured on the zoo's LeNet, auto's plan for 88 MiB: with the
+   * backward {@code MatMul} that reads a weight left out of the chain, it ran after that
+   * weight's update and the second loss moved from 3.5362 to 3.5426.) A resource variable's
+   * {@code ReadVariableOp} is a snapshot (the update copies a buffer a read still holds), so its
+   * readers are not readers of the variable.
+   */
+  private static void keepReadsBeforeUpdates(GraphDef gd, Map<String, NodeDef> byName,
+      Set<String> step, Set<String> out) {
+    Map<String, List<String>> updates = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      if (n.getInputCount() > 0 && step.contains(n.getName())
+          && UPDATES.matcher(n.getOp()).matches()) {
+        String v = variable(n.getInput(0), byName);
+        if (v != null) {
+          updates.computeIfAbsent(v, k -> new ArrayList<>()).add(n.getName());
+        }
+      }
+    }
+    Map<String, Set<String>> ancestors = new HashMap<>();
+    for (java.util.Iterator<String> it = out.iterator(); it.hasNext(); ) {
+      NodeDef n = byName.get(it.next());
+      if (FORWARDING.contains(n.getOp()) || UPDATES.matcher(n.getOp()).matches()) {
+        continue;
+      }
+      boolean racing = false;
+      for (String in : n.getInputList()) {
+        String v = in.startsWith("^") ? null : variable(in, byName);
+        for (String u : v == null ? List.<String>of() : updates.getOrDefault(v, List.of())) {
+          racing |= !ancestors.computeIfAbsent(u, k -> GraphImporter.ancestors(gd, Set.of(k)))
+              .contains(n.getName());
+        }
+      }
+      if (racing) {
+        it.remove();
+      }
+    }
+  }
+
+  /** The ref variable whose buffer {@code ref} is (through identities), or null. */
+  private static String variable(String ref, Map<String, NodeDef> byName) {
+    NodeDef n = byName.get(GraphImporter.opName(through(ref, byName)));
+    return n != null && (n.getOp().equals("VariableV2") || n.getOp().equals("Variable"))
+        ? n.getName() : null;
+  }
+
+  /**
+   * The bias gradients oneDNN's layout pass merges into the op that computes a weight gradient
+   * from the same incoming gradient: a {@code BiasAddGrad} with a {@code Conv2DBackpropFilter}
+   * (into {@code _MklNativeConv2DBackpropFilterWithBias}), seen through the identities the
+   * pruner removes. (A dense layer's {@code MatMul} and bias gradient stay apart: read from the
+   * zoo LeNet's partition graphs.) The merged op computes the bias gradient
+   * once all of the weight gradient's inputs are there, so an op that reads the bias gradient
+   * must not be ordered before them ({@link SerialOrder} keeps that; measured on the zoo's
+   * LeNet, auto's plan for 88 MiB: chained before them, the bias update waited on a recomputed
+   * pool that the merged op needed, and TensorFlow ended the step without running the cycle:
+   * the updates of two layers never ran, silently).
+   *
+   * @param gd a graph
+   * @return bias gradient to the op it is merged into
+   */
+  public static Map<String, String> merges(GraphDef gd) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+    }
+    Map<String, List<NodeDef>> weightGrads = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      if (n.getOp().equals("Conv2DBackpropFilter") && n.getInputCount() > 2) {
+        weightGrads.computeIfAbsent(through(n.getInput(2), byName), k -> new ArrayList<>())
+            .add(n);
+      }
+    }
+    Map<String, String> out = new java.util.LinkedHashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      if (n.getOp().equals("BiasAddGrad") && n.getInputCount() > 0) {
+        List<NodeDef> ws = weightGrads.getOrDefault(through(n.getInput(0), byName), List.of());
+        if (!ws.isEmpty()) {
+          out.put(n.getName(), ws.get(0).getName());
+        }
+      }
+    }
+    return out;
+  }
+
+  /** The tensor {@code ref} forwards, through identities: {@code a:0} for {@code a}. */
+  private static String through(String ref, Map<String, NodeDef> byName) {
+    String r = ref;
+    for (int hops = 0; hops < 16; hops++) {
+      NodeDef n = byName.get(GraphImporter.opName(r));
+      if (n == null || !n.getOp().equals("Identity") || n.getInputCount() == 0
+          || n.getInput(0).startsWith("^")) {
+        break;
+      }
+      r = n.getInput(0);
+    }
+    return r.contains(":") ? r : r + ":0";
+  }
+}
