@@ -126,6 +126,15 @@ public final class GraphImporter {
         }
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
       }
+      // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of
+      // the filter gradient's inputs are there, so the model orders it after that op (a plan
+      // that ordered it before could make a cycle TensorFlow skips without an error)
+      for (Map.Entry<String, String> m : Fusions.merges(shaped).entrySet()) {
+        if (b.has(m.getKey()) && b.has(m.getValue())
+            && !ancestors(shaped, java.util.Set.of(m.getValue())).contains(m.getKey())) {
+          b.controlEdge(m.getValue(), m.getKey());
+        }
+      }
       if (keep != null) {
         // what init leaves folded and held for the session: resident for every step
         InitHeldConstants.of(shaped.getNodeList(), keep, g::operation).forEach((name, bytes) ->

@@ -71,8 +71,9 @@ import org.tensorflow.proto.NodeDef;
  * oneDNN merges into it, identities, reshapes, shapes) are left out of the chain, so it runs the
  * same kernels as the graph as given and reaches its losses bit for bit (before, the corpus
  * DenseNet's second loss moved by 1 ulp with oneDNN on). An op that reads a ref variable stays
- * in the chain unless it is an ancestor of the variable's update. A merged bias gradient, and
- * what reads it, is chained after the op it is merged into ({@link #afterMerges}).
+ * in the chain unless it is an ancestor of the variable's update. A bias gradient oneDNN merges
+ * into a filter gradient, and what reads it, is ordered after that op: the model has the edge
+ * ({@link GraphImporter}), so the chain makes no cycle through the merged op.
  */
 public final class SerialOrder {
   private static final Logger LOG = LoggerFactory.getLogger(SerialOrder.class);
@@ -142,7 +143,7 @@ public final class SerialOrder {
     String prev = null;
     int added = 0;
     int chained = 0;
-    for (int id : afterMerges(model, Levels.of(model).schedule(), Fusions.merges(gd))) {
+    for (int id : Levels.of(model).schedule()) {
       var op = model.op(id);
       // what init leaves held stands for an init op: never chained into the step
       if (OpTypes.isResident(op.type()) || BfcReplay.HELD.equals(op.type())
@@ -187,55 +188,6 @@ public final class SerialOrder {
     LOG.info("[LMS] serial order: {} ops of the step and {} of init chained ({} control edges "
         + "added)", chained, initChained, added);
     return new Result(out.build(), added, chained, initChained, null);
-  }
-
-  /**
-   * {@code schedule} with each merged bias gradient (and what reads it) moved after the op it is
-   * merged into ({@link Fusions#merges}), the rest in the same order: a stable topological sort
-   * with one more edge per merge, so no chain edge makes a cycle through the merged op.
-   */
-  static int[] afterMerges(DataflowGraph model, int[] schedule, Map<String, String> merges) {
-    Map<Integer, Integer> waitsFor = new java.util.HashMap<>();
-    merges.forEach((grad, into) -> model.op(grad).ifPresent(g -> model.op(into)
-        .ifPresent(w -> waitsFor.put(g.id(), w.id()))));
-    if (waitsFor.isEmpty()) {
-      return schedule;
-    }
-    Set<Integer> scheduled = new HashSet<>();
-    for (int id : schedule) {
-      scheduled.add(id);
-    }
-    Set<Integer> done = new HashSet<>();
-    int[] out = new int[schedule.length];
-    int n = 0;
-    List<Integer> waiting = new ArrayList<>();
-    for (int id : schedule) {
-      waiting.add(id);
-      boolean moved = true;
-      while (moved) {
-        moved = false;
-        for (int i = 0; i < waiting.size(); i++) {
-          int w = waiting.get(i);
-          boolean ready = !waitsFor.containsKey(w) || done.contains(waitsFor.get(w))
-              || !scheduled.contains(waitsFor.get(w));
-          for (int p : model.predecessors(w)) {
-            ready &= done.contains(p) || !scheduled.contains(p);
-          }
-          if (ready) {
-            out[n++] = w;
-            done.add(w);
-            waiting.remove(i);
-            moved = true;
-            break;
-          }
-        }
-      }
-    }
-    if (!waiting.isEmpty()) {
-      // a merge the graph orders the other way round: keep the schedule as it is
-      return schedule;
-    }
-    return out;
   }
 
   /**

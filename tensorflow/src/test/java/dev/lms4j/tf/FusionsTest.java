@@ -8,13 +8,19 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import org.junit.jupiter.api.Test;
+import org.tensorflow.Graph;
+import org.tensorflow.ndarray.Shape;
+import org.tensorflow.op.Ops;
+import org.tensorflow.op.core.Placeholder;
+import org.tensorflow.op.nn.BiasAddGrad;
+import org.tensorflow.op.nn.Conv2dBackpropFilter;
+import org.tensorflow.types.TFloat32;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 
 /**
  * {@link Fusions}: which ops the chain leaves alone so TensorFlow fuses and folds them as it does
- * for the graph as given, and {@link SerialOrder#afterMerges}: a merged bias gradient is not
- * ordered before the op it is merged into.
+ * for the graph as given, and the model's order of a merged bias gradient.
  */
 class FusionsTest {
 
@@ -93,60 +99,36 @@ class FusionsTest {
         .contains("conv", "bias");
   }
 
+  /**
+   * The model orders a bias gradient oneDNN merges after the filter gradient it is merged into
+   * (a control edge of the model only, not written into the GraphDef), except where the graph
+   * already orders the filter gradient after it.
+   */
   @Test
-  void aMergedBiasGradientAndWhatReadsItMoveAfterTheOpItIsMergedInto() {
-    GraphDef gd = convLayer();
-    DataflowGraph model = model(gd);
-    int db = model.opOrThrow("db").id();
-    int updB = model.opOrThrow("upd_b").id();
-    int dw = model.opOrThrow("dw").id();
-    int[] schedule = dev.lms4j.core.graph.Levels.of(model).schedule();
-    // a schedule with the bias gradient and its update first, then the filter gradient
-    int[] early = java.util.stream.IntStream.concat(java.util.stream.IntStream.of(db, updB),
-        Arrays.stream(schedule).filter(id -> id != db && id != updB)).toArray();
-    // db and upd_b read only g, so this is still a topological order of the graph
-    int[] given = reorderTopologically(model, early);
-    List<Integer> before = Arrays.stream(given).boxed().toList();
-    assertThat(before.indexOf(db)).isLessThan(before.indexOf(dw));
-    int[] moved = SerialOrder.afterMerges(model, given, Fusions.merges(gd));
-    List<Integer> order = Arrays.stream(moved).boxed().toList();
-    assertThat(order).hasSize(schedule.length);
-    assertThat(order.indexOf(db)).isGreaterThan(order.indexOf(dw));
-    assertThat(order.indexOf(updB)).isGreaterThan(order.indexOf(db));
-    // without merges the schedule is kept as it is
-    assertThat(SerialOrder.afterMerges(model, schedule, Map.of())).isSameAs(schedule);
-  }
-
-  /** The graph as the model sees it: one 4-byte output per op, control edges as written. */
-  private static DataflowGraph model(GraphDef gd) {
-    var b = DataflowGraph.builder();
-    for (NodeDef n : gd.getNodeList()) {
-      List<String> data = n.getInputList().stream().filter(in -> !in.startsWith("^")).toList();
-      b.op(n.getName(), n.getOp(), dev.lms4j.core.graph.OpCategory.FORWARD, data,
-          new dev.lms4j.core.graph.Tensor("float32", new long[0], 4, false));
-    }
-    for (NodeDef n : gd.getNodeList()) {
-      n.getInputList().stream().filter(in -> in.startsWith("^"))
-          .forEach(in -> b.controlEdge(in.substring(1), n.getName()));
-    }
-    return b.build();
-  }
-
-  /** {@code wanted}, each op moved after its inputs: the order closest to it that is valid. */
-  private static int[] reorderTopologically(DataflowGraph model, int[] wanted) {
-    java.util.LinkedHashSet<Integer> done = new java.util.LinkedHashSet<>();
-    java.util.List<Integer> todo = new java.util.ArrayList<>(Arrays.stream(wanted).boxed()
-        .toList());
-    while (!todo.isEmpty()) {
-      for (int i = 0; i < todo.size(); i++) {
-        int id = todo.get(i);
-        if (Arrays.stream(model.predecessors(id)).allMatch(done::contains)) {
-          done.add(id);
-          todo.remove(i);
-          break;
-        }
+  void theModelOrdersAMergedBiasGradientAfterTheFilterGradient() {
+    for (boolean filterAfterBias : new boolean[] {false, true}) {
+      GraphDef gd;
+      try (Graph g = new Graph()) {
+        Ops tf = Ops.create(g);
+        Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
+            Placeholder.shape(Shape.of(1, 4, 4, 2)));
+        Placeholder<TFloat32> dy = tf.withName("dy").placeholder(TFloat32.class,
+            Placeholder.shape(Shape.of(1, 4, 4, 3)));
+        BiasAddGrad<TFloat32> db = tf.withName("db").nn.biasAddGrad(dy);
+        Ops tw = filterAfterBias ? tf.withControlDependencies(List.of(db)) : tf;
+        Conv2dBackpropFilter<TFloat32> dw = tw.withName("dw").nn.conv2dBackpropFilter(x,
+            tf.constant(new int[] {1, 1, 2, 3}), dy, List.of(1L, 1L, 1L, 1L), "SAME");
+        tf.withName("train").withControlDependencies(List.of(db, dw)).noOp();
+        gd = g.toGraphDef();
       }
+      assertThat(Fusions.merges(gd)).containsExactly(Map.entry("db", "dw"));
+      DataflowGraph model = GraphImporter.importGraph(gd, Map.of(), 1, "gradients",
+          Set.of("train"));
+      int dbId = model.opOrThrow("db").id();
+      int dwId = model.opOrThrow("dw").id();
+      boolean edge = Arrays.stream(model.predecessors(dbId)).anyMatch(p -> p == dwId);
+      assertThat(edge).as("filter after bias: " + filterAfterBias).isEqualTo(!filterAfterBias);
+      assertThat(TfTests.nodes(gd).get("db").getInputList()).containsExactly("dy");
     }
-    return done.stream().mapToInt(Integer::intValue).toArray();
   }
 }
