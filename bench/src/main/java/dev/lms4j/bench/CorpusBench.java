@@ -122,8 +122,8 @@ public final class CorpusBench {
 
   /**
    * As above; with {@code serialOrder}, every lms4j mode rewrites with
-   * {@code LmsBuilder.serialOrder(true)} (the rewritten graphs run in one fixed order, and the
-   * default memory ratio is 0.95).
+   * {@code LmsBuilder.serialOrder(true)} (the rewritten graphs run in one fixed order, as run and
+   * train run them by default), else with {@code serialOrder(false)}.
    */
   public static ObjectNode run(String name, List<Corpus.Family> families, Corpus.Size size,
       double resolution, boolean append, boolean serialOrder, Path outDir, PrintStream out)

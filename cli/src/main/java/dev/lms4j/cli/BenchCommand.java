@@ -84,9 +84,11 @@ final class BenchCommand implements Callable<Integer> {
       description = "Model option for --model, e.g. -o image=32.")
   java.util.Map<String, String> options = new java.util.LinkedHashMap<>();
 
-  @Option(names = "--serial-order",
-      description = "corpus suite: lms4j's modes run their rewritten graphs in one fixed order "
-          + "(as run/train --serial-order; default memory ratio 0.95).")
+  @Option(names = "--serial-order", negatable = true, defaultValue = "true",
+      fallbackValue = "true",
+      description = "corpus suite: lms4j's modes run their rewritten graphs in one fixed order, "
+          + "as run and train do by default; --no-serial-order measures them in TensorFlow's "
+          + "own order.")
   boolean serialOrder;
 
   @Option(names = "--size", paramLabel = "small|bench", defaultValue = "bench",

@@ -109,8 +109,9 @@ final class LmsOptions {
 
   @Option(names = "--mem-ratio", paramLabel = "RATIO",
       description = "Share of the budget the simulated peak may use (TFLMS's "
-          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.8, or 0.95 with --serial-order: "
-          + "kernel scratch memory and fragmentation need the rest).")
+          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.8: kernel scratch memory, "
+          + "fragmentation and the memory model's misses need the rest; in the fixed order "
+          + "0.95 is often enough).")
   Double memRatio;
 
   @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",
@@ -157,13 +158,15 @@ final class LmsOptions {
           + "optimizer slots) into constants that it holds for the session's life.")
   boolean noInitConstants;
 
-  @Option(names = "--serial-order",
-      description = "Run a rewritten graph's ops in one fixed order: control edges chain the "
-          + "step's ops in the order the plan was simulated in and the init op's in graph "
-          + "order, so the graph needs the same memory in every run (TensorFlow's own order "
-          + "varies from process to process), and the default --mem-ratio is 0.95. Off by "
-          + "default: with oneDNN's kernels the order changes the rounding of some results, so "
-          + "some graphs' losses differ in the last bits.")
+  @Option(names = "--serial-order", negatable = true, defaultValue = "true",
+      fallbackValue = "true",
+      description = "Run a rewritten graph's ops in one fixed order (on by default; "
+          + "--no-serial-order turns it off): control edges chain the step's ops in the order "
+          + "the plan was simulated in and the init op's in graph order, so the graph needs the "
+          + "same memory in every run (TensorFlow's own order varies from process to process). "
+          + "The ops TensorFlow fuses or "
+          + "removes stay out of the chain, so the losses are the unchained graph's, bit for "
+          + "bit. A graph left as given is never chained.")
   boolean serialOrder;
 
   @Option(names = "--recompute", split = ",", paramLabel = "OP",

@@ -21,18 +21,18 @@ import java.util.Set;
  */
 public final class LmsBuilder implements Cloneable {
   /**
-   * The memory ratio plans are made at, unless one is set, where the allocator check is on and
-   * the rewritten graph runs in a fixed order ({@link #serialOrder(boolean)}): 0.95. The check
-   * accepts a plan only where its replay through the BFC allocator model leaves 5% of the
-   * budget free, and in a fixed order the graph needs the same memory in every run, so the
-   * planners need no margin of their own beyond that. Measured in the acceptance suite (zoo
-   * lenet, resnet, gpt2 and the eleven corpus families, 28 budgets at 60 and 85% of what the
-   * allocator model says each graph needs), in a fixed order: at 0.95, 21 plans accepted, none
-   * ran out of memory without the probe or after it, 1 re-plan by the probe; at 0.8, 20
-   * accepted, and zoo resnet b32 at 122 MiB refused, where 0.95 trains. In TensorFlow's own
-   * order, at 0.95 one plan ran out of memory without the probe and one after the probe had
-   * accepted it (the same plan trained twice, then not); at 0.8 none without the probe. So
-   * otherwise the default is {@link Budget#DEFAULT_MEM_RATIO} (0.8).
+   * A memory ratio the fixed order ({@link #serialOrder(boolean)}) allows where the memory model
+   * is close: 0.95. The allocator check accepts a plan only where its replay through the BFC
+   * allocator model leaves 5% of the budget free, and in a fixed order the graph needs the same
+   * memory in every run. Measured in the acceptance suite (zoo lenet, resnet, gpt2 and the eleven
+   * corpus families, 28 budgets at 60 and 85% of what the allocator model says each graph needs),
+   * in a fixed order: at 0.95, 21 plans accepted, none ran out of memory without the probe or
+   * after it, 1 re-plan by the probe; at 0.8, 20 accepted, and zoo resnet b32 at 122 MiB refused,
+   * where 0.95 trains. Not the default ({@link Budget#DEFAULT_MEM_RATIO}, 0.8, is): where the
+   * model misses by more than the margin, the probe finds no plan that passes (the zoo LeNet at
+   * 88 MiB, whose memory the model puts 11% low: at 0.95 its first plan ran out of memory and the
+   * re-plans left less than 2% of the budget free, so the budget was refused, where at 0.8 a
+   * plan trains). Set it with {@link #memRatio(double)} ({@code --mem-ratio 0.95}).
    */
   public static final double ORDERED_MEM_RATIO = 0.95;
 
@@ -56,7 +56,7 @@ public final class LmsBuilder implements Cloneable {
   boolean initConstants = true;
   boolean sparseUpdates = true;
   boolean allocatorCheck = true;
-  boolean serialOrder;
+  boolean serialOrder = true;
   Map<String, Long> scratch = Map.of();
 
   LmsBuilder() {}
@@ -131,20 +131,17 @@ public final class LmsBuilder implements Cloneable {
 
   /**
    * Whether a rewritten training graph ({@link Lms#rewrite(TrainingGraph)}) runs its step and
-   * its init op in a fixed order ({@link SerialOrder}; default off): control edges chain the
+   * its init op in a fixed order ({@link SerialOrder}; default on): control edges chain the
    * step's ops in the order the plan was simulated in, and init's ops in the graph's order.
    * Without them TensorFlow's order, and with it where tensors land in the allocator, varies
    * from process to process, so a plan that trained in the probe can run out of memory in the
-   * next run; with them the graph needs the same memory every time, and the default memory
-   * ratio is {@link #ORDERED_MEM_RATIO}. Off by default because the last bits of the losses can
-   * change: where TensorFlow runs oneDNN's kernels, the order of the ops changes the rounding of
-   * some results (measured: the corpus DenseNet and U-Net, chained as given, second loss moved
-   * by about 7e-8 relative; bit-identical with {@code TF_ENABLE_ONEDNN_OPTS=0}; with the chain
-   * on by default also the corpus resnet-resource with auto, gru with the rewrites before
-   * planning, the zoo resnet's tflms plan).
-   * TensorFlow runs ops in the caller's thread in lms4j's sessions
-   * ({@link SessionConfigs#lms()}), so no parallelism is lost there. A graph left as given is
-   * never chained.
+   * next run (measured: the corpus U-Net's auto plan for 17 MiB passed the probe at a traced
+   * 13.6 MiB and ran out of memory in 6 of 8 later runs); with them the graph needs the same
+   * memory every time (5 runs of 5 at a traced 14.1 MiB). The ops TensorFlow fuses or removes only where no control edge
+   * holds them stay out of the chain ({@link Fusions}), so it runs the same kernels and the
+   * losses are the unchained graph's bit for bit. TensorFlow runs ops in the caller's thread in
+   * lms4j's sessions ({@link SessionConfigs#lms()}), so no parallelism is lost there. A graph
+   * left as given is never chained. Off: {@code --no-serial-order}.
    */
   public LmsBuilder serialOrder(boolean on) {
     this.serialOrder = on;
@@ -253,9 +250,8 @@ public final class LmsBuilder implements Cloneable {
   /**
    * The share of the budget the simulated peak may use (TFLMS's
    * {@code TF_LMS_SIMULATOR_MEM_RATIO}, 0.9 there; lms4j default
-   * {@link Budget#DEFAULT_MEM_RATIO}, {@link #ORDERED_MEM_RATIO} with the serial order and the
-   * allocator check on, {@link #memRatio()}): the rest is margin for fragmentation and kernel
-   * scratch memory.
+   * {@link Budget#DEFAULT_MEM_RATIO}; see {@link #ORDERED_MEM_RATIO}): the rest is margin for
+   * fragmentation, kernel scratch memory and the memory model's misses.
    */
   public LmsBuilder memRatio(double r) {
     if (!(r > 0 && r <= 1)) {
@@ -265,13 +261,9 @@ public final class LmsBuilder implements Cloneable {
     return this;
   }
 
-  /**
-   * The memory ratio plans will be made at: the one set, else {@link #ORDERED_MEM_RATIO} where
-   * the serial order and the allocator check are on, else {@link Budget#DEFAULT_MEM_RATIO}.
-   */
+  /** The memory ratio plans will be made at: the one set, else {@link Budget#DEFAULT_MEM_RATIO}. */
   public double memRatio() {
-    return !Double.isNaN(memRatio) ? memRatio
-        : allocatorCheck && serialOrder ? ORDERED_MEM_RATIO : Budget.DEFAULT_MEM_RATIO;
+    return !Double.isNaN(memRatio) ? memRatio : Budget.DEFAULT_MEM_RATIO;
   }
 
   /** Name scope of gradient ops (default {@code gradients}). */

@@ -88,8 +88,10 @@ class InitConstantsUnderBudgetTest {
     assertThat(on.preRewrites().initConstants()).isEqualTo(1);
     assertThat(on.preRewrites().initConstantBytes()).isEqualTo(16 * MIB);
     assertThat(on.rewritten()).isTrue();
-    assertThat(on.graphDef()).isEqualTo(
-        InitConstants.rewrite(tg.graphDef(), tg.manifest().runOps()).graphDef());
+    // the rewritten graph is chained (the serial order, on by default)
+    assertThat(on.graphDef()).isEqualTo(SerialOrder.enforce(
+        InitConstants.rewrite(tg.graphDef(), tg.manifest().runOps()).graphDef(),
+        tg.manifest()).graphDef());
 
     // turned off, the model counts the 16 MiB constant init leaves held (InitHeldConstants):
     // the graph as given does not fit 57 MiB (the test above runs out of memory there), and no

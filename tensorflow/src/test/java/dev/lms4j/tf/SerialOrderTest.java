@@ -153,31 +153,32 @@ class SerialOrderTest {
   }
 
   /**
-   * With {@code serialOrder(true)}, {@link Lms#rewrite(TrainingGraph)} hands back a rewritten
-   * graph chained, the very graph {@link SerialOrder#enforce} makes of the unchained one, and
-   * plans at the ordered default memory ratio; by default it is not chained; a graph LMS leaves
-   * as given is never chained.
+   * By default ({@code serialOrder(true)}), {@link Lms#rewrite(TrainingGraph)} hands back a
+   * rewritten graph chained, the very graph {@link SerialOrder#enforce} makes of the unchained
+   * one, planned as the unchained one is (the default memory ratio is 0.8 in both orders); with
+   * {@code serialOrder(false)} it is not chained; a graph LMS leaves as given is never chained.
    */
   @Test
-  void lmsChainsWhatItRewritesWhenAskedAndNothingElse() {
+  void lmsChainsWhatItRewritesByDefaultAndNothingElse() {
     TrainingGraph tg = AdamNet.mlp(256, 64, 4);
     long peak = Lms.builder().budget(1L << 30).mode(LmsMode.REMAT).build().rewrite(tg)
         .predictedPeakBefore();
-    Lms ordered = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(true).build();
-    assertThat(ordered.budget().memRatio()).isEqualTo(LmsBuilder.ORDERED_MEM_RATIO);
+    Lms ordered = Lms.builder().budget(peak).mode(LmsMode.REMAT).build();
+    assertThat(ordered.serialOrder()).isTrue();
+    assertThat(ordered.budget().memRatio())
+        .isEqualTo(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
     LmsResult chained = ordered.withBudget(new dev.lms4j.core.plan.Budget(peak,
         dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO)).rewrite(tg);
-    Lms byDefault = Lms.builder().budget(peak).mode(LmsMode.REMAT).build();
-    assertThat(byDefault.budget().memRatio())
+    Lms unordered = Lms.builder().budget(peak).mode(LmsMode.REMAT).serialOrder(false).build();
+    assertThat(unordered.budget().memRatio())
         .isEqualTo(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
-    LmsResult plain = byDefault.rewrite(tg);
+    LmsResult plain = unordered.rewrite(tg);
     assertThat(plain.rewritten()).isTrue();
     assertThat(plain.graphDef()).isNotEqualTo(chained.graphDef());
     assertThat(chained.graphDef())
         .isEqualTo(SerialOrder.enforce(plain.graphDef(), tg.manifest()).graphDef());
     assertThat(chained.predictedPeakAfter()).isEqualTo(plain.predictedPeakAfter());
-    LmsResult notNeeded = Lms.builder().budget(1L << 30).mode(LmsMode.AUTO).serialOrder(true)
-        .build().rewrite(tg);
+    LmsResult notNeeded = Lms.builder().budget(1L << 30).mode(LmsMode.AUTO).build().rewrite(tg);
     assertThat(notNeeded.rewritten()).isFalse();
     assertThat(notNeeded.graphDef()).isEqualTo(tg.graphDef());
   }

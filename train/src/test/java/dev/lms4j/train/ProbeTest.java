@@ -167,9 +167,10 @@ class ProbeTest {
     Lms auto = Lms.builder().budget(budget).memRatio(0.45).mode(LmsMode.AUTO).build();
     // Lms itself no longer refuses here: the graph as given is predicted to fit the whole
     // budget (NeverWorseTest), so it is left as it was, but for the table's initializer Fill,
-    // kept from constant folding (InitConstants)
-    assertThat(auto.rewrite(tg).graphDef()).isEqualTo(dev.lms4j.tf.InitConstants.rewrite(
-        tg.graphDef(), tg.manifest().runOps()).graphDef());
+    // kept from constant folding (InitConstants), and chained (the serial order, on by default)
+    assertThat(auto.rewrite(tg).graphDef()).isEqualTo(dev.lms4j.tf.SerialOrder.enforce(
+        dev.lms4j.tf.InitConstants.rewrite(tg.graphDef(), tg.manifest().runOps()).graphDef(),
+        tg.manifest()).graphDef());
     // the probe's own fallback serves planners that refuse (Lms still does where the graph is
     // predicted above the budget): the refusal auto gave before, then the unmodified graph
     Probe.Outcome o = Probe.closeLoop(tg, b -> {
