@@ -101,15 +101,6 @@ public final class SerialOrder {
    * @return the chained graph; {@code gd} is not changed
    */
   public static Result enforce(GraphDef gd, Manifest manifest) {
-    return enforce(gd, manifest, Fusions::of);
-  }
-
-  /**
-   * {@link #enforce(GraphDef, Manifest)}, leaving the ops {@code leftOut} names (given the graph
-   * and the ops of a step) unchained.
-   */
-  static Result enforce(GraphDef gd, Manifest manifest,
-      java.util.function.BiFunction<GraphDef, Set<String>, Set<String>> leftOut) {
     Objects.requireNonNull(gd, "graph");
     Objects.requireNonNull(manifest, "manifest");
     for (NodeDef n : gd.getNodeList()) {
@@ -133,7 +124,7 @@ public final class SerialOrder {
     Set<String> step = manifest.runOps().isEmpty() ? Set.of()
         : GraphImporter.ancestors(gd, manifest.runOps());
     // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
-    unchained.addAll(leftOut.apply(gd, step));
+    unchained.addAll(Fusions.of(gd, step));
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
