@@ -129,7 +129,7 @@ public final class GraphImporter {
       // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of
       // the filter gradient's inputs are there, so the model orders it after that op (a plan
       // that ordered it before could make a cycle TensorFlow skips without an error)
-      for (Map.Entry<String, String> m : Fusions.merges(shaped).entrySet()) {
+      for (Map.Entry<String, String> m : UnchainedOps.merges(shaped).entrySet()) {
         if (b.has(m.getKey()) && b.has(m.getValue())
             && !ancestors(shaped, java.util.Set.of(m.getValue())).contains(m.getKey())) {
           b.controlEdge(m.getValue(), m.getKey());

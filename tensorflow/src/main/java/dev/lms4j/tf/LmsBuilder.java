@@ -138,7 +138,7 @@ public final class LmsBuilder implements Cloneable {
    * next run (measured: the corpus U-Net's auto plan for 17 MiB passed the probe at a traced
    * 13.6 MiB and ran out of memory in 6 of 8 later runs); with them the graph needs the same
    * memory every time (5 runs of 5 at a traced 14.1 MiB). The ops TensorFlow fuses or removes only where no control edge
-   * holds them stay out of the chain ({@link Fusions}), so it runs the same kernels and the
+   * holds them stay out of the chain ({@link UnchainedOps}), so it runs the same kernels and the
    * losses are the unchained graph's bit for bit. TensorFlow runs ops in the caller's thread in
    * lms4j's sessions ({@link SessionConfigs#lms()}), so no parallelism is lost there. A graph
    * left as given is never chained. Off: {@code --no-serial-order}.

@@ -67,7 +67,7 @@ import org.tensorflow.proto.NodeDef;
  * the graph as given.
  *
  * <p>Likewise the ops TensorFlow fuses or removes only where no control edge holds them
- * ({@link Fusions}: a convolution and its bias add, a filter gradient and the bias gradient
+ * ({@link UnchainedOps}: a convolution and its bias add, a filter gradient and the bias gradient
  * oneDNN merges into it, identities, reshapes, shapes) are left out of the chain, so it runs the
  * same kernels as the graph as given and reaches its losses bit for bit (before, the corpus
  * DenseNet's second loss moved by 1 ulp with oneDNN on). An op that reads a ref variable stays
@@ -124,7 +124,7 @@ public final class SerialOrder {
     Set<String> step = manifest.runOps().isEmpty() ? Set.of()
         : GraphImporter.ancestors(gd, manifest.runOps());
     // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
-    unchained.addAll(Fusions.of(gd, step));
+    unchained.addAll(UnchainedOps.of(gd, step));
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();

@@ -47,7 +47,7 @@ class SerialOrderTest {
     java.util.Set<String> stepAncestors = GraphImporter.ancestors(rewritten,
         tg.manifest().runOps());
     // the ops TensorFlow fuses or removes where no control edge holds them stay out of it
-    java.util.Set<String> leftOut = Fusions.of(rewritten, stepAncestors);
+    java.util.Set<String> leftOut = UnchainedOps.of(rewritten, stepAncestors);
     assertThat(leftOut).as("the MatMul + BiasAdd pairs and the identities").isNotEmpty();
     List<String> chain = new ArrayList<>();
     for (int id : Levels.of(model).schedule()) {

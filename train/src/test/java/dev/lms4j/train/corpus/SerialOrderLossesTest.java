@@ -21,7 +21,7 @@ import org.tensorflow.proto.NodeDef;
 /**
  * A chained graph ({@link SerialOrder}) reaches the unchained graph's losses bit for bit, and
  * TensorFlow runs the same kernels for both. Before the chain left out the ops TensorFlow fuses
- * ({@code Fusions}), a control edge on a convolution kept grappler's remapper from fusing it with
+ * ({@code UnchainedOps}), a control edge on a convolution kept grappler's remapper from fusing it with
  * its bias add, and one on a filter gradient kept oneDNN's layout pass from merging it with the
  * bias gradient: with oneDNN on, the corpus DenseNet's second loss moved by 1 ulp.
  */

@@ -19,10 +19,10 @@ import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 
 /**
- * {@link Fusions}: which ops the chain leaves alone so TensorFlow fuses and folds them as it does
+ * {@link UnchainedOps}: which ops the chain leaves alone so TensorFlow fuses and folds them as it does
  * for the graph as given, and the model's order of a merged bias gradient.
  */
-class FusionsTest {
+class UnchainedOpsTest {
 
   private static NodeDef node(String name, String op, String... inputs) {
     return NodeDef.newBuilder().setName(name).setOp(op).addAllInput(Arrays.asList(inputs))
@@ -62,14 +62,14 @@ class FusionsTest {
   void namesFusedPatternsForwardingAndConstantOpsButNotAConvReadTwice() {
     GraphDef gd = convLayer();
     Set<String> step = GraphImporter.ancestors(gd, Set.of("train", "loss"));
-    Set<String> out = Fusions.of(gd, step);
+    Set<String> out = UnchainedOps.of(gd, step);
     // conv + bias add + its activation: one _FusedConv2D
     assertThat(out).contains("conv", "bias", "relu");
     // a conv read by two ops is not fused: it stays in the chain
     assertThat(out).doesNotContain("conv2", "use1", "use2", "loss", "g");
     // the filter gradient and the bias gradient of one incoming gradient (seen through g/id)
     assertThat(out).contains("dw", "db");
-    assertThat(Fusions.merges(gd)).containsExactly(Map.entry("db", "dw"));
+    assertThat(UnchainedOps.merges(gd)).containsExactly(Map.entry("db", "dw"));
     // identities the pruner removes; a cast of a constant stays (constant folding keeps its
     // control inputs, and a large one is not folded: it would run at the step's start)
     assertThat(out).contains("w/read", "g/id").doesNotContain("half");
@@ -93,9 +93,9 @@ class FusionsTest {
         node("upd", "ApplyGradientDescent", "w", "lr", "grad"),
         node("train", "NoOp", "^upd", "^bias"));
     Set<String> step = GraphImporter.ancestors(gd, Set.of("train"));
-    assertThat(Fusions.of(gd, step)).doesNotContain("conv").contains("bias", "w/read");
+    assertThat(UnchainedOps.of(gd, step)).doesNotContain("conv").contains("bias", "w/read");
     // an update that the step does not run (an initialiser's) does not count
-    assertThat(Fusions.of(gd, Set.of("x", "w", "w/read", "b", "conv", "bias")))
+    assertThat(UnchainedOps.of(gd, Set.of("x", "w", "w/read", "b", "conv", "bias")))
         .contains("conv", "bias");
   }
 
@@ -121,7 +121,7 @@ class FusionsTest {
         tf.withName("train").withControlDependencies(List.of(db, dw)).noOp();
         gd = g.toGraphDef();
       }
-      assertThat(Fusions.merges(gd)).containsExactly(Map.entry("db", "dw"));
+      assertThat(UnchainedOps.merges(gd)).containsExactly(Map.entry("db", "dw"));
       DataflowGraph model = GraphImporter.importGraph(gd, Map.of(), 1, "gradients",
           Set.of("train"));
       int dbId = model.opOrThrow("db").id();

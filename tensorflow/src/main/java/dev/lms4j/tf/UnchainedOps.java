@@ -10,28 +10,33 @@ import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 
 /**
- * The ops TensorFlow may fuse into one kernel, which must carry no control edge: grappler's
- * remapper fuses a pattern only where its ops have no control edge in or out (a contraction
- * and its bias add into {@code _FusedConv2D} / {@code _FusedMatMul}, oneDNN's
- * {@code _MklNativeFusedConv2D} here), and oneDNN's layout pass merges a filter gradient with the
- * bias gradient of the same incoming gradient ({@code _MklNativeConv2DBackpropFilterWithBias}).
- * A fused kernel rounds differently from the ops it replaces, so a control edge on one of them
- * changes the losses' last bits. Measured on the corpus DenseNet (test size): chained by
- * {@link SerialOrder} with these ops in the chain, the partition graphs ran 8 convolutions and
- * 8 filter gradients unfused and the second loss moved by 1 ulp; left out of the chain, the
- * partition graphs hold the same ops as for the graph as given.
+ * The ops {@link SerialOrder} leaves out of its chain: those TensorFlow fuses or removes only
+ * where no control edge holds them. Grappler's remapper fuses a pattern only where its ops have
+ * no control edge in or out (a contraction and its bias add into {@code _FusedConv2D} /
+ * {@code _FusedMatMul}, oneDNN's {@code _MklNativeFusedConv2D} here); oneDNN's layout pass merges
+ * a filter gradient with the bias gradient of the same incoming gradient
+ * ({@code _MklNativeConv2DBackpropFilterWithBias}) once the model pruner has removed the identity
+ * between them, which it does not where the identity has a control edge; the arithmetic
+ * optimizer removes a reshape to its input's own shape only without one. A fused kernel rounds
+ * differently from the ops it replaces, and a sum sums its inputs in name order, so a control
+ * edge on one of these ops changes the losses' last bits. Measured on the corpus DenseNet (test
+ * size): chained with these ops in the chain, the partition graphs ran 8 convolutions and 8
+ * filter gradients unfused and the second loss moved by 1 ulp; left out of the chain, the
+ * partition graphs hold the same kernels as for the graph as given. (The planners' own guard
+ * against breaking a fused chain, on the model, is {@code dev.lms4j.core.plan.Fusions}.)
  *
  * <p>The patterns are matched conservatively (an op that might be fused is named): a
  * contraction ({@code Conv2D}, {@code Conv3D}, {@code DepthwiseConv2dNative}, {@code MatMul},
  * {@code BatchMatMul*}) read by exactly one op that is a bias add or an add (or, for a batch
- * product, a product), that op's
- * single element-wise reader after it (an activation or a residual add, up to two), a
- * contraction read by a single activation, a {@code FusedBatchNorm*} read by a single
- * activation or add, a {@code Conv2DBackpropFilter} whose incoming gradient a {@code BiasAddGrad}
- * also reads ({@link #merges}), a {@code Sigmoid} multiplied with its own input (swish), and ops
- * that forward a buffer or make a few bytes of shape (identities, reshapes, shapes).
+ * product, a product), and up to two single element-wise readers after that (an activation or a
+ * residual add); a contraction read by a single activation; a {@code FusedBatchNorm*} read by a
+ * single activation or add; a {@code Conv2DBackpropFilter} whose incoming gradient a
+ * {@code BiasAddGrad} also reads ({@link #merges}); a {@code Sigmoid} multiplied with its own
+ * input (swish); and ops that forward a buffer or make a few bytes of shape (identities,
+ * reshapes, shapes). An op that reads a ref variable stays in the chain unless it is an ancestor
+ * of the variable's update.
  */
-public final class Fusions {
+public final class UnchainedOps {
   private static final Set<String> CONTRACTIONS = Set.of("Conv2D", "Conv3D",
       "DepthwiseConv2dNative", "MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3");
   /** Read by a contraction: a bias add, an add, or (a batch product's) a product. */
@@ -57,7 +62,7 @@ public final class Fusions {
   private static final java.util.regex.Pattern UPDATES = java.util.regex.Pattern.compile(
       "(Resource)?(Sparse)?Apply.*|Assign(Add|Sub)?|Scatter.*");
 
-  private Fusions() {}
+  private UnchainedOps() {}
 
   /**
    * The ops of {@code gd} that TensorFlow may fuse or remove, less those that read a ref
