@@ -86,11 +86,14 @@ class ZooUnderBudgetTest {
         Arguments.of("resnet101", 8, Map.of("width", "4", "image", "96"), 13L, true),
         // ~18.9 MiB; 0.85 x 14 = 11.9
         Arguments.of("vgg16", 16, Map.of("width", "8", "image", "64", "fc", "32"), 14L, true),
-        // ~21.4 MiB; at 16 MiB remat's plan (13.2 MiB predicted) ran out of memory in a
-        // Conv3DBackpropInput (kernel scratch the simulator does not see); 18 left that room in
-        // TensorFlow's own order, but in the fixed order (the default since 2026-11-28)
-        // remat-xla's plan at 18 ran out of memory in a Conv3DBackpropInput (1 MiB): 19
-        Arguments.of("unet3d", 1, Map.of("side", "32", "width", "4", "levels", "3"), 19L, true),
+        // width 5: ~26.9 MiB in every one of 12 runs. At width 4 the peak without LMS was
+        // 20.5 or 21.4 MiB depending on TensorFlow's order, and the budget there (19 MiB, the
+        // smallest at which remat-xla's plan trained in the fixed order) sat on the edge of
+        // MARGIN: one CI run in four failed the precondition. At 24 MiB each plan trained in
+        // every run (traced 19.7 MiB); at 23 remat's plan (18.7 MiB predicted) ran out of memory
+        // in a Conv3DBackpropInput and at 20 remat-xla's in a Slice of the skip's gradient:
+        // the simulator misses 3-4 MiB on 3D convolutions' gradients (issue 15)
+        Arguments.of("unet3d", 1, Map.of("side", "32", "width", "5", "levels", "3"), 24L, true),
         // ~22.0 MiB; 20 MiB keeps MARGIN below it, where grappler-style groups cannot go
         // (their smallest simulated peak is 18 MiB: "about 21 MiB"), so remat must say so
         // while remat-xla and auto train. Its plans once moved the second
