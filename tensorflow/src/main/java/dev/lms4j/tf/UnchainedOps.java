@@ -29,8 +29,8 @@ import org.tensorflow.proto.NodeDef;
  * contraction ({@code Conv2D}, {@code Conv3D}, {@code DepthwiseConv2dNative}, {@code MatMul},
  * {@code BatchMatMul*}) read by exactly one op that is a bias add or an add (or, for a batch
  * product, a product), and up to two single element-wise readers after that (an activation or a
- * residual add); a contraction read by a single activation; a {@code FusedBatchNorm*} read by a
- * single activation or add; a {@code Conv2DBackpropFilter} whose incoming gradient a
+ * residual add); a contraction read by a single activation; a {@code FusedBatchNorm*} whose
+ * output 0 is read by a single activation or add (its statistics may have readers of their own); a {@code Conv2DBackpropFilter} whose incoming gradient a
  * {@code BiasAddGrad} also reads ({@link #merges}); a {@code Sigmoid} multiplied with its own
  * input (swish); and ops that forward a buffer or make a few bytes of shape (identities,
  * reshapes, shapes). An op that reads a ref variable stays in the chain unless it is an ancestor
@@ -75,6 +75,9 @@ public final class UnchainedOps {
   public static Set<String> of(GraphDef gd, Set<String> step) {
     Map<String, NodeDef> byName = new HashMap<>();
     Map<String, List<NodeDef>> readers = new HashMap<>();
+    // readers of output 0 alone: a batch norm's other outputs (statistics, reserve spaces) may
+    // have readers of their own without keeping grappler from fusing output 0's activation
+    Map<String, List<NodeDef>> firstOutputReaders = new HashMap<>();
     for (NodeDef n : gd.getNodeList()) {
       byName.put(n.getName(), n);
     }
@@ -82,6 +85,10 @@ public final class UnchainedOps {
       for (String in : n.getInputList()) {
         if (!in.startsWith("^")) {
           readers.computeIfAbsent(GraphImporter.opName(in), k -> new ArrayList<>()).add(n);
+          if (!in.contains(":") || in.endsWith(":0")) {
+            firstOutputReaders.computeIfAbsent(GraphImporter.opName(in), k -> new ArrayList<>())
+                .add(n);
+          }
         }
       }
     }
@@ -115,10 +122,11 @@ public final class UnchainedOps {
           out.add(r.getName());
         }
       }
-      if (BATCH_NORMS.contains(op) && rs.size() == 1
-          && (ACTIVATIONS.contains(rs.get(0).getOp()) || BIAS.contains(rs.get(0).getOp()))) {
+      List<NodeDef> ys = firstOutputReaders.getOrDefault(n.getName(), List.of());
+      if (BATCH_NORMS.contains(op) && ys.size() == 1
+          && (ACTIVATIONS.contains(ys.get(0).getOp()) || BIAS.contains(ys.get(0).getOp()))) {
         out.add(n.getName());
-        out.add(rs.get(0).getName());
+        out.add(ys.get(0).getName());
       }
       if (op.equals("Sigmoid") && n.getInputCount() > 0) {
         String x = n.getInput(0);
