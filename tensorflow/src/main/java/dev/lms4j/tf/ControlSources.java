@@ -1,5 +1,7 @@
 package dev.lms4j.tf;
 
+import java.util.ArrayDeque;
+import java.util.Deque;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.Map;
@@ -37,8 +39,13 @@ final class ControlSources {
 
   /** Identities read by a filter gradient whose input a BiasAddGrad reads too, to their stand-in. */
   private final Map<String, String> merging = new HashMap<>();
+  /** Those Identities to the op behind them. */
+  private final Map<String, String> behind = new HashMap<>();
+  /** The graph, read when a stand-in is checked (builders: the rewriters' edits show). */
+  private final Map<String, ? extends NodeDefOrBuilder> nodes;
 
   private ControlSources(Map<String, ? extends NodeDefOrBuilder> nodes) {
+    this.nodes = nodes;
     Map<String, Set<String>> readers = new HashMap<>();
     Map<String, String> inputGradient = new HashMap<>();
     for (NodeDefOrBuilder n : nodes.values()) {
@@ -66,6 +73,7 @@ final class ControlSources {
         // the input gradient reading the same Identity runs with the filter gradient, right
         // after the Identity; the Identity's producer runs a few ops earlier
         merging.put(n.getName(), inputGradient.getOrDefault(n.getName(), src));
+        behind.put(n.getName(), src);
       }
     }
   }
@@ -76,13 +84,48 @@ final class ControlSources {
   }
 
   /**
-   * The op a control edge from {@code name} should leave from.
+   * The op a control edge from {@code name} into an op that {@code readers} read should leave
+   * from: {@code name}, or its stand-in when it is an Identity a merge needs pruned (the input
+   * gradient reading it, else the op behind it). Where that input gradient is one of
+   * {@code readers} or runs after one of them (it reads a recomputed or swapped-in filter: the
+   * edge would close a cycle), the op behind the Identity.
+   * Measured: remat-xla's plan on the corpus resnet-resource recomputed a weight's
+   * {@code ReadVariableOp} for the input gradient that stood in for its trigger; TensorFlow
+   * refused the graph (a cycle).
    *
-   * @param name the op the plan names
-   * @return {@code name}, or its stand-in when it is an Identity a merge needs pruned (the
-   *     input gradient reading it, else the op behind it)
+   * @param name    the op the plan names
+   * @param readers the ops that read what the edge gates (a clone's or a swap-in's readers, in
+   *                the graph as rewritten so far)
+   * @return the op the edge should leave from
    */
-  String source(String name) {
-    return merging.getOrDefault(name, name);
+  String source(String name, Set<String> readers) {
+    String s = merging.get(name);
+    if (s == null) {
+      return name;
+    }
+    return reaches(s, readers) ? behind.get(name) : s;
+  }
+
+  /** True when {@code from} is one of {@code targets} or has one of them as an ancestor. */
+  private boolean reaches(String from, Set<String> targets) {
+    Set<String> seen = new HashSet<>();
+    Deque<String> todo = new ArrayDeque<>();
+    todo.add(from);
+    while (!todo.isEmpty()) {
+      String n = todo.poll();
+      if (!seen.add(n)) {
+        continue;
+      }
+      if (targets.contains(n)) {
+        return true;
+      }
+      NodeDefOrBuilder d = nodes.get(n);
+      if (d != null) {
+        for (int i = 0; i < d.getInputCount(); i++) {
+          todo.add(GraphImporter.opName(d.getInput(i)));
+        }
+      }
+    }
+    return false;
   }
 }

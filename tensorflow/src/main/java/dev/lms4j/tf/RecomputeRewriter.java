@@ -40,6 +40,8 @@ public final class RecomputeRewriter {
     ControlSources sources = ControlSources.of(nodes);
     for (RecomputePlan.Group gr : plan.groups()) {
       Map<String, String> clones = new HashMap<>();
+      java.util.Set<String> readers = new java.util.HashSet<>();
+      gr.repoints().forEach(rp -> readers.add(rp.consumer()));
       for (String op : gr.ops()) {
         clones.put(op, RecomputePlan.cloneName(gr.name(), op));
       }
@@ -66,7 +68,7 @@ public final class RecomputeRewriter {
         }
         if (root) {
           for (String t : gr.triggers()) {
-            c.addInput("^" + sources.source(t));
+            c.addInput("^" + sources.source(t, readers));
           }
         }
         c.putAttr("_grappler_do_not_remove", AttrValue.newBuilder().setB(true).build());

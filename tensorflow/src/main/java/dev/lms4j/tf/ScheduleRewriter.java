@@ -129,7 +129,7 @@ public final class ScheduleRewriter {
             + " names an op the graph does not have: "
             + (to == null ? e.to() : e.from()));
       }
-      String from = sources.source(e.from());
+      String from = sources.source(e.from(), Set.of(e.to()));
       boolean present = false;
       for (String in : to.getInputList()) {
         present |= GraphImporter.opName(in).equals(from);

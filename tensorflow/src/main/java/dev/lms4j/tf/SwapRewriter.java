@@ -142,7 +142,8 @@ public final class SwapRewriter {
             String read = si.name() + "/read";
             added.add(node(read, "ReadFile", "", so.name() + "/path").addInput("^" + fileWrite));
             for (String t : si.triggers()) {
-              added.get(added.size() - 1).addInput("^" + sources.source(t));
+              added.get(added.size() - 1).addInput("^" + sources.source(t,
+                  Set.copyOf(si.consumers())));
             }
             reads.add(read);
             in = node(si.name(), "ParseTensor", device, read).putAttr("out_type", type(dt));
@@ -151,7 +152,7 @@ public final class SwapRewriter {
         }
         if (tier != Tier.DISK) {
           for (String t : si.triggers()) {
-            in.addInput("^" + sources.source(t));
+            in.addInput("^" + sources.source(t, Set.copyOf(si.consumers())));
           }
         }
         added.add(in);
@@ -173,7 +174,7 @@ public final class SwapRewriter {
       }
     }
     for (SwapPlan.ControlEdge e : plan.controlEdges()) {
-      addControl(nodes.get(e.to()), sources.source(e.from()));
+      addControl(nodes.get(e.to()), sources.source(e.from(), Set.of(e.to())));
     }
     if (anchorOp != null && !cleanups.isEmpty()) {
       NodeDef.Builder anchor = nodes.get(anchorOp);
@@ -221,7 +222,7 @@ public final class SwapRewriter {
         in = node(si.name(), NativeSwap.SWAP_IN, inDevice, so.name()).putAttr("T", type(dt));
       }
       for (String t : si.triggers()) {
-        in.addInput("^" + sources.source(t));
+        in.addInput("^" + sources.source(t, Set.copyOf(si.consumers())));
       }
       added.add(in);
       repoint(so, si, nodes);
