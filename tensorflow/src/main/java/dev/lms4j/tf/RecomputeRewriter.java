@@ -3,8 +3,10 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.plan.RecomputePlan;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.Set;
 import org.tensorflow.proto.AttrValue;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
@@ -40,7 +42,7 @@ public final class RecomputeRewriter {
     ControlSources sources = ControlSources.of(nodes);
     for (RecomputePlan.Group gr : plan.groups()) {
       Map<String, String> clones = new HashMap<>();
-      java.util.Set<String> readers = new java.util.HashSet<>();
+      Set<String> readers = new HashSet<>();
       gr.repoints().forEach(rp -> readers.add(rp.consumer()));
       for (String op : gr.ops()) {
         clones.put(op, RecomputePlan.cloneName(gr.name(), op));

@@ -30,7 +30,8 @@ import org.tensorflow.proto.NodeDef;
  * {@code BatchMatMul*}) read by exactly one op that is a bias add or an add (or, for a batch
  * product, a product), and up to two single element-wise readers after that (an activation or a
  * residual add); a contraction read by a single activation; a {@code FusedBatchNorm*} whose
- * output 0 is read by a single activation or add (its statistics may have readers of their own); a {@code Conv2DBackpropFilter} whose incoming gradient a
+ * output 0 is read by a single activation or add (its statistics may have readers of their
+ * own); a {@code Conv2DBackpropFilter} whose incoming gradient a
  * {@code BiasAddGrad} also reads ({@link #merges}); a {@code Sigmoid} multiplied with its own
  * input (swish); and ops that forward a buffer or make a few bytes of shape (identities,
  * reshapes, shapes). An op that reads a ref variable stays in the chain unless it is an ancestor
