@@ -114,6 +114,11 @@ final class BenchCommand implements Callable<Integer> {
 
   @Override
   public Integer call() throws Exception {
+    if (tag != null && !suite.equals("corpus")) {
+      // the other suites write under a fixed name: a tag given there would be lost silently
+      throw new IllegalArgumentException("--tag goes with the corpus suite (the " + suite
+          + " suite writes its own file names under --out)");
+    }
     if (suite.equals("fidelity") || suite.equals("acceptance")
         || suite.equals("fidelity-planners")) {
       return graphSuite();

@@ -401,6 +401,8 @@ class BadInputTableTest {
             "{out}/b"),
         bad("unknown model 'nope'", "bench", "--suite", "smoke", "--model", "nope", "--out",
             "{out}/b"),
+        bad("--tag goes with the corpus suite", "bench", "--suite", "acceptance", "--tag", "x",
+            "--out", "{out}/b"),
         bad("unknown corpus family 'nope'", "bench", "--suite", "fidelity-planners",
             "--families", "nope", "--out", "{out}/b"),
         bad("Unmatched argument", "models", "extra"),
