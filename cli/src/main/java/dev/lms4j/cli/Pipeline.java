@@ -162,12 +162,14 @@ final class Pipeline {
   /** One line per probe, then the verdict. */
   static void printProbe(Probe.Outcome po, PrintStream out) {
     for (Probe.Attempt a : po.attempts()) {
-      out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%n", a.number(), a.what(),
+      out.printf(Locale.ROOT, "Probe %d (%s): predicted peak %s, %s%s%n", a.number(), a.what(),
           a.predictedPeakBytes() < 0 ? "unknown" : Sizes.mib(a.predictedPeakBytes()),
           a.fits() ? "measured peak " + Sizes.mib(a.measuredPeakBytes())
               : a.oom() ? "ran out of memory" + (a.failedAllocationBytes() > 0
                   ? " allocating " + Sizes.mib(a.failedAllocationBytes()) : "")
-              : "failed");
+              : "failed",
+          a.tighterLimitBytes() > 0 ? "; under " + Sizes.mib(a.tighterLimitBytes()) + " "
+              + (a.tighterFits() ? "it trains too" : "it does not train") : "");
     }
     if (po.trains()) {
       out.println("Probe: " + po.message());

@@ -95,6 +95,9 @@ final class Reports {
       if (a.failedAllocationBytes() > 0) {
         n.put("failed_allocation_bytes", a.failedAllocationBytes());
       }
+      if (a.tighterLimitBytes() > 0) {
+        n.put("tighter_limit_bytes", a.tighterLimitBytes()).put("tighter_fits", a.tighterFits());
+      }
       if (a.error() != null) {
         n.put("error", a.error());
       }

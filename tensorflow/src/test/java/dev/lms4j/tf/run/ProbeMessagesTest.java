@@ -4,7 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import org.junit.jupiter.api.Test;
 
-/** The size of a failed allocation, read from the messages TensorFlow's allocators print. */
+/**
+ * The size of a failed allocation, read from the messages TensorFlow's allocators print; when a
+ * probe passes; the tighter limit a probe at the edge is run at.
+ */
 class ProbeMessagesTest {
   @Test
   void failedAllocationSizes() {
@@ -31,5 +34,46 @@ class ProbeMessagesTest {
         .addNode(node.setName("b").setOp("CollectiveReduceV2").build()).build();
     assertThat(Probe.canRunAlone(plain)).isTrue();
     assertThat(Probe.canRunAlone(collective)).isFalse();
+  }
+
+  @Test
+  void theTighterLimitIsTheHeadroomBelowTheBudgetInWholeMiBAndAtLeastOneMiB() {
+    long mib = 1 << 20;
+    // 27 x 0.98 = 26.46 -> 26; 100 x 0.98 = 98; 50 x 0.98 = 49; 2 -> 1 (at least 1 MiB less)
+    assertThat(Probe.tighterLimit(27 * mib)).isEqualTo(26 * mib);
+    assertThat(Probe.tighterLimit(100 * mib)).isEqualTo(98 * mib);
+    assertThat(Probe.tighterLimit(50 * mib)).isEqualTo(49 * mib);
+    assertThat(Probe.tighterLimit(2 * mib)).isEqualTo(mib);
+    // a budget's part MiB are not used (the BFC limit is in whole MiB)
+    assertThat(Probe.tighterLimit(27 * mib + mib / 2)).isEqualTo(26 * mib);
+    assertThat(Probe.tighterLimit(mib)).isEqualTo(-1);
+    // the budget a run under 25 MiB is the margin of: 26 (26 x 0.98 = 25.48 -> 25); under 98
+    // MiB: 100 (99 x 0.98 = 97.02 -> 97, 100 -> 98)
+    assertThat(Probe.withMargin(25 * mib)).isEqualTo(26);
+    assertThat(Probe.withMargin(98 * mib)).isEqualTo(100);
+    for (long b = 2; b < 400; b++) {
+      long at = Probe.withMargin(b * mib);
+      assertThat(Probe.tighterLimit(at * mib)).as("%d MiB", b).isGreaterThanOrEqualTo(b * mib);
+      assertThat(Probe.tighterLimit((at - 1) * mib)).as("%d MiB", b).isLessThan(b * mib);
+    }
+  }
+
+  @Test
+  void aProbeAtTheEdgePassesOnlyWhereItAlsoRanUnderTheTighterLimit() {
+    long mib = 1 << 20;
+    long budget = 27 * mib;
+    // traced 26.9 MiB under 27 (the corpus densenet's tflms plan): less than 2% (0.54 MiB) free
+    Probe.Attempt edge = new Probe.Attempt(1, "plan", "tflms-swap", 0.85, 22 * mib, true, false,
+        budget - mib / 10, -1, null, -1, false);
+    assertThat(edge.passed(budget)).isFalse();
+    assertThat(edge.withTighter(26 * mib, false).passed(budget)).isFalse();
+    assertThat(edge.withTighter(26 * mib, true).passed(budget)).isTrue();
+    // 2% free passes without a second run; a run that did not fit never passes
+    Probe.Attempt roomy = new Probe.Attempt(1, "plan", "tflms-swap", 0.85, 22 * mib, true, false,
+        budget - (long) (0.02 * budget), -1, null, -1, false);
+    assertThat(roomy.passed(budget)).isTrue();
+    Probe.Attempt oom = new Probe.Attempt(1, "plan", "tflms-swap", 0.85, 22 * mib, false, true,
+        -1, mib, "OOM", 26 * mib, true);
+    assertThat(oom.passed(budget)).isFalse();
   }
 }
