@@ -366,7 +366,7 @@ class ProbeTest {
     // the budget that run under 25 MiB is the margin of, as measured
     assertThat(o.smallestBudgetBytes()).as(o.message()).isEqualTo(26 * MIB);
     assertThat(o.message()).startsWith("A budget of 25 MiB cannot work: no plan passed its probe")
-        .contains("ran out of memory under 24 MiB")
+        .contains("did not train under 24 MiB")
         .contains("smallest budget that could work is about 26 MiB (measured: ")
         .doesNotContain("\n");
   }

@@ -556,9 +556,6 @@ public final class Probe {
                 : "no plan passed its probe", Budget.mib(budget), mib(u.measuredPeakBytes())));
       }
     }
-    // the smallest budget that could work, from measurements: a traced run without a limit of
-    // the last plan (or of the unmodified graph) plus the largest allocation that failed (the
-    // trace samples between ops, so a kernel's scratch does not show in it)
     Attempt edge = attempts.stream().filter(a -> a.fits() && a.tighterLimitBytes() > 0)
         .findFirst().orElse(null);
     if (edge != null) {
@@ -567,13 +564,16 @@ public final class Probe {
       long at = withMargin(budget);
       return new Outcome(Verdict.REFUSED, null, attempts, replans, at << 20, String.format(
           Locale.ROOT, "A budget of %d MiB cannot work: no plan passed its probe (try %d, the "
-              + "%s, ran under it with less than %d%% of it free and ran out of memory under %d "
+              + "%s, ran under it with less than %d%% of it free and did not train under %d "
               + "MiB); the smallest budget that could work is about %d MiB (measured: that run "
               + "under %d MiB is the %d%% margin of %d MiB).", Budget.mib(budget),
           edge.number(), edge.what(), Math.round(HEADROOM * 100),
           Budget.mib(edge.tighterLimitBytes()), at, Budget.mib(budget),
           Math.round(HEADROOM * 100), at));
     }
+    // the smallest budget that could work, from measurements: a traced run without a limit of
+    // the last plan (or of the unmodified graph) plus the largest allocation that failed (the
+    // trace samples between ops, so a kernel's scratch does not show in it)
     GraphDef measure = failed != null ? failed.plan().graphDef() : tg.graphDef();
     long largest = failed != null ? failed.largestFailedBytes() : -1;
     if (u != null) {
