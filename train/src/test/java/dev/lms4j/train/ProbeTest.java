@@ -372,6 +372,31 @@ class ProbeTest {
   }
 
   /**
+   * The same densenet at 24 MiB: no plan runs under the budget (the plan at ratio 0.95 runs out
+   * of memory allocating 8 MiB, and the lowered limits leave no plan), so the figure comes from
+   * the last plan traced without a limit (23.0 MiB) plus the 8 MiB that failed: 31 MiB, where it
+   * trains. That plan runs in a fixed order, so the same graph is bisected between 24 and 31 MiB
+   * and the budget named is the one that gives the smallest it trains at the probe's 2% margin
+   * (measured 2026-12-01: it trains at 25, so 26 is named, where a plan passes; before, 31).
+   */
+  @Test
+  void aCheckedRefusalFigureIsBisectedDownForAPlanInAFixedOrder() throws Exception {
+    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.DENSENET
+        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    long budget = 24 * MIB;
+    Lms auto = Lms.builder().budget(budget).build();
+    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
+        auto.budget().memRatio()));
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
+    assertThat(o.attempts()).as("no plan may run under the budget for this test")
+        .noneSatisfy(a -> assertThat(a.fits()).isTrue());
+    assertThat(o.message()).contains("checked: it trains at").contains("bisected");
+    // below the unbisected 31 MiB, above the budget, and where the probe passes a plan (26)
+    assertThat(o.smallestBudgetBytes()).as(o.message()).isGreaterThan(budget)
+        .isLessThanOrEqualTo(27 * MIB);
+  }
+
+  /**
    * Under a tight limit the traced peak climbs towards the limit (BFC hands out a free chunk
    * whole where it is less than twice the request), so a plan can train with real margin and
    * still leave less than 2% free in its trace. The corpus densenet (bench size; TensorFlow
