@@ -34,8 +34,10 @@ import org.tensorflow.proto.RewriterConfig;
 /**
  * Closes the loop between a plan and the real allocator: before training goes on, the accepted
  * plan's first steps (the init op and two steps, the second traced) run as a probe in a worker
- * JVM whose TensorFlow allocator is limited to the budget ({@link BudgetedRunner}). When the probe runs out
- * of memory (or its traced peak exceeds the budget), the graph is planned again at a lower
+ * JVM whose TensorFlow allocator is limited to the budget ({@link BudgetedRunner}). When the
+ * probe runs out of memory (or its traced peak leaves less than {@link #HEADROOM} of the budget
+ * free and, for a graph in a fixed order, it does not also train under a limit that much tighter:
+ * {@link Attempt#passed}), the graph is planned again at a lower
  * planning limit, lowered by what was measured (the size of the allocation that failed, parsed
  * from the allocator's message, or the measured overshoot), at most {@link Options#tries()}
  * times, each try logged at INFO with its predicted and measured peaks. When the planner refuses
@@ -435,11 +437,12 @@ public final class Probe {
       long limit = from - step;
       double next = (double) limit / budget;
       if (next <= 0) {
-        LOG.info("[LMS][probe] No lower planning limit is left ({} MiB missed)", mib(missed));
+        LOG.info("[LMS][probe] No lower planning limit is left ({} missed)", mib(missed));
         break;
       }
-      LOG.info("[LMS][probe] Re-planning at a limit of {} (memory ratio {}): the probe missed {}",
-          mib(limit), String.format(Locale.ROOT, "%.3f", next), mib(missed));
+      LOG.info("[LMS][probe] Re-planning at a limit of {} (memory ratio {}): {}", mib(limit),
+          String.format(Locale.ROOT, "%.3f", next), a.oom() ? "the probe missed " + mib(missed)
+              : "the probe left less than " + Math.round(HEADROOM * 100) + "% of the budget free");
       LmsResult replanned = null;
       // an out-of-memory error tells what failed, not by how much the plan missed: where the
       // lowered limit leaves no plan (refused, or only the graph as given, which the end probes
