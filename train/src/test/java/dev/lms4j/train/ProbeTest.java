@@ -348,12 +348,9 @@ class ProbeTest {
    */
   @Test
   void aRefusalNamesTheSmallestBudgetWithLmsNotTheUnmodifiedGraphs() throws Exception {
-    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.DENSENET
-        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    TrainingGraph tg = densenet();
     long budget = 25 * MIB;
-    Lms auto = Lms.builder().budget(budget).build();
-    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
-        auto.budget().memRatio()));
+    Probe.Outcome o = probeAuto(tg, budget);
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
     // a plan whose trace left less than 2% free was run under 24 MiB as well, and did not pass
     // for it did not train there
@@ -381,12 +378,9 @@ class ProbeTest {
    */
   @Test
   void aCheckedRefusalFigureIsBisectedDownForAPlanInAFixedOrder() throws Exception {
-    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.DENSENET
-        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    TrainingGraph tg = densenet();
     long budget = 24 * MIB;
-    Lms auto = Lms.builder().budget(budget).build();
-    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
-        auto.budget().memRatio()));
+    Probe.Outcome o = probeAuto(tg, budget);
     assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
     assertThat(o.attempts()).as("no plan may run under the budget for this test")
         .noneSatisfy(a -> assertThat(a.fits()).isTrue());
@@ -409,13 +403,10 @@ class ProbeTest {
    */
   @Test
   void aPlanAtTheEdgeOfTheBudgetPassesWhereItTrainsUnderATighterLimit() throws Exception {
-    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.DENSENET
-        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    TrainingGraph tg = densenet();
     long budget = 26 * MIB;
-    Lms auto = Lms.builder().budget(budget).build();
-    assertThat(auto.serialOrder()).isTrue();
-    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
-        auto.budget().memRatio()));
+    assertThat(Lms.builder().budget(budget).build().serialOrder()).isTrue();
+    Probe.Outcome o = probeAuto(tg, budget);
     assertThat(o.trains()).as(o.message()).isTrue();
     Probe.Attempt last = o.attempts().get(o.attempts().size() - 1);
     assertThat(last.passed(budget)).isTrue();
@@ -504,5 +495,17 @@ class ProbeTest {
     assertThat(trusting.probe()).isEmpty();
     assertThat(probing.resultOrThrow().rewritten()).isTrue();
     assertThat(with).hasSize(2).containsExactlyElementsOf(without);
+  }
+
+  /** The corpus densenet at bench size (TensorFlow needs 74-76 MiB with oneDNN on). */
+  private static TrainingGraph densenet() {
+    return dev.lms4j.train.corpus.Corpus.Family.DENSENET
+        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+  }
+
+  /** The probe as run and train use it: auto's plans (and the other modes') at the budget. */
+  private static Probe.Outcome probeAuto(TrainingGraph tg, long budget) {
+    Lms auto = Lms.builder().budget(budget).build();
+    return Probe.closeLoop(tg, auto, Probe.Options.of(budget, auto.budget().memRatio()));
   }
 }
