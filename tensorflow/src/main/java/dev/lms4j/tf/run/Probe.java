@@ -645,8 +645,7 @@ public final class Probe {
       List<Long> failedAt = new ArrayList<>();
       String note = null;
       for (int k = 0; k < CHECKS && note == null; k++) {
-        RunResult check = run(tg, measure, new BudgetedRunner.Options(needMib << 20, STEPS,
-            o.seed(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+        RunResult check = runAt(tg, measure, needMib << 20, o);
         LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
             check.fits() ? "trains" : "does not train");
         if (check.fits()) {
@@ -671,8 +670,7 @@ public final class Probe {
         long hi = needMib;
         for (int k = 0; k < BISECTIONS && hi - lo > 1; k++) {
           long mid = (lo + hi) / 2;
-          RunResult at = run(tg, measure, new BudgetedRunner.Options(mid << 20, STEPS,
-              o.seed(), true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+          RunResult at = runAt(tg, measure, mid << 20, o);
           LOG.info("[LMS][probe] Bisecting the smallest budget: at {} MiB the plan {}", mid,
               at.fits() ? "trains" : "does not train");
           if (at.fits()) {
@@ -759,8 +757,7 @@ public final class Probe {
       return "the same plan for " + mib + " MiB again";
     }
     seen.add(p.graphDef());
-    RunResult r = run(tg, p.graphDef(), new BudgetedRunner.Options(mib << 20, STEPS, o.seed(),
-        true, RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    RunResult r = runAt(tg, p.graphDef(), mib << 20, o);
     LOG.info("[LMS][probe] A plan ({}) for {} MiB: {}", p.planner() == null ? "none"
         : p.planner(), mib, r.fits() ? "trains" : "does not train");
     return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
@@ -770,8 +767,7 @@ public final class Probe {
   /** Probes one graph: init and two steps, the second traced, under the budget, in a worker JVM. */
   private static Attempt probe(TrainingGraph tg, GraphDef gd, int number, String graph,
       String planner, double ratio, long predicted, Options o) {
-    RunResult r = run(tg, gd, new BudgetedRunner.Options(o.budgetBytes(), STEPS, o.seed(), true,
-        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+    RunResult r = runAt(tg, gd, o.budgetBytes(), o);
     long failed = r.oom() ? failedAllocation(r.error()) : -1;
     Attempt a = new Attempt(number, graph, planner, ratio, predicted, r.fits(), r.oom(),
         r.fits() ? r.peakBytes() : -1, failed, r.error(), -1, false);
@@ -787,8 +783,7 @@ public final class Probe {
       // the traced peak left less than the headroom free, but under a tight limit it overstates
       // the need (Attempt.passed): run the same graph, which runs in a fixed order, under a
       // limit the headroom tighter; if it trains there, the budget has that margin
-      RunResult t = run(tg, gd, new BudgetedRunner.Options(tighter, STEPS, o.seed(), true,
-          RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
+      RunResult t = runAt(tg, gd, tighter, o);
       LOG.info("[LMS][probe] Try {}: its traced peak left less than {}% of {} MiB free; under "
           + "{} MiB it {}", number, Math.round(HEADROOM * 100), Budget.mib(o.budgetBytes()),
           Budget.mib(tighter), t.fits() ? "trains too, so it passes"
@@ -820,6 +815,12 @@ public final class Probe {
       at++;
     }
     return at;
+  }
+
+  /** Init and the probe's steps of {@code gd} under {@code limitBytes}, seeded as {@code o}. */
+  private static RunResult runAt(TrainingGraph tg, GraphDef gd, long limitBytes, Options o) {
+    return run(tg, gd, new BudgetedRunner.Options(limitBytes, STEPS, o.seed(), true,
+        RewriterConfig.MemOptType.DEFAULT_MEM_OPT, o.timeout()));
   }
 
   private static RunResult run(TrainingGraph tg, GraphDef gd, BudgetedRunner.Options bo) {
