@@ -109,9 +109,10 @@ final class LmsOptions {
 
   @Option(names = "--mem-ratio", paramLabel = "RATIO",
       description = "Share of the budget the simulated peak may use (TFLMS's "
-          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there; default 0.8: kernel scratch memory, "
-          + "fragmentation and the memory model's misses need the rest; in the fixed order "
-          + "0.95 is often enough).")
+          + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there). Default 0.95 where the plan's first step "
+          + "is probed under the budget (run and train; the probe measures what the memory "
+          + "model misses and re-plans), 0.8 where nothing checks the plan (analyze, rewrite, "
+          + "--no-probe): kernel scratch, fragmentation and the model's misses need the rest.")
   Double memRatio;
 
   @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",

@@ -85,7 +85,7 @@ final class Pipeline {
         Lms planner = b.build();
         if (probe && steps > 0 && budget > 0) {
           Probe.Outcome po = Probe.closeLoop(tg, planner,
-              Probe.Options.of(budget, planner.budget().memRatio()));
+              Probe.Options.of(budget, planner));
           Reports.probe(report, po);
           printProbe(po, out);
           if (po.verdict() == Probe.Verdict.REFUSED) {

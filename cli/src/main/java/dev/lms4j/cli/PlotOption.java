@@ -26,7 +26,7 @@ final class PlotOption {
   void write(String name, TrainingGraph tg, Pipeline.Outcome o, LmsOptions opts, PrintStream out)
       throws IOException {
     if (plot != null) {
-      Plots.memory(plot, name, tg, Plots.planOf(o, opts), opts,
+      Plots.memory(plot, name, tg, Plots.planOf(o, opts), opts, o.report(),
           o.run() != null ? o.run().peakBytes() : -1);
       out.println("Plot: " + plot);
     }

@@ -52,8 +52,8 @@ final class Plots {
    * graph as given (drawn before LMS when a scheduling step changed it before planning).
    */
   static void memory(Path file, String name, TrainingGraph tg, LmsResult lms, LmsOptions opts,
-      long measuredPeak) throws IOException {
-    MemoryChart.write(timeline(tg, lms, opts), marks(name, opts, measuredPeak), file);
+      Report report, long measuredPeak) throws IOException {
+    MemoryChart.write(timeline(tg, lms, opts), marks(name, opts, report, measuredPeak), file);
   }
 
   /** The timeline the plot draws: {@code tg} as given, then as planned. */
@@ -65,7 +65,7 @@ final class Plots {
   static void html(Path file, Report report, String name, TrainingGraph tg, LmsResult lms,
       LmsOptions opts, long measuredPeak) throws IOException {
     HtmlReport.write(HtmlReport.render(report.json(), before(tg, lms, opts), lms.model(),
-        lms.plan(), lms.recompute(), marks(name, opts, measuredPeak)), file);
+        lms.plan(), lms.recompute(), marks(name, opts, report, measuredPeak)), file);
   }
 
   /** The model of the graph as given: {@code lms.model()} unless a scheduling step changed it. */
@@ -73,9 +73,27 @@ final class Plots {
     return lms.scheduling() == null ? lms.model() : original(tg, opts).model();
   }
 
-  private static MemoryChart.Marks marks(String name, LmsOptions opts, long measuredPeak) {
+  private static MemoryChart.Marks marks(String name, LmsOptions opts, Report report,
+      long measuredPeak) {
     return MemoryChart.Marks.of(name, opts.budgetBytes())
-        .memRatio(opts.mode() == LmsMode.OFF ? 1.0 : opts.effectiveMemRatio())
+        .memRatio(opts.mode() == LmsMode.OFF ? 1.0 : planRatio(report, opts))
         .measuredPeak(measuredPeak);
+  }
+
+  /**
+   * The memory ratio the plan drawn was made at: where a probe ran, that of its last attempt
+   * that ran under the budget (the plan trained; a probe's first ratio is its own default,
+   * {@code Probe.PROBED_MEM_RATIO}, and re-plans lower it), else the options' ratio.
+   */
+  static double planRatio(Report report, LmsOptions opts) {
+    com.fasterxml.jackson.databind.JsonNode attempts = report.json().path("probe")
+        .path("attempts");
+    for (int i = attempts.size() - 1; i >= 0; i--) {
+      com.fasterxml.jackson.databind.JsonNode a = attempts.get(i);
+      if (a.path("fits").asBoolean() && a.has("mem_ratio")) {
+        return a.get("mem_ratio").asDouble();
+      }
+    }
+    return opts.effectiveMemRatio();
   }
 }

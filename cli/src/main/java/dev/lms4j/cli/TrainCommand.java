@@ -167,13 +167,17 @@ final class TrainCommand implements Callable<Integer> {
     }
     Report r = new Report(modelArgs.model, tg.manifest().batchSize(), lms.budgetBytes(),
         lms.mode().cliName());
+    dev.lms4j.tf.LmsResult[] trained = new dev.lms4j.tf.LmsResult[1];
     int code = TrainerRun.run(modelArgs.model, tg, d, lms, e, checkpointDir == null ? null
         : checkpointBackend, checkpointDir, checkpointEvery, checkpointUnit.equals("epochs"),
-        resume, !noProbe, r, System.out);
+        resume, !noProbe, r, System.out, lr -> trained[0] = lr);
     Reports.write(r, report);
     if (plot.plot != null) {
-      // the trainer measures no peak (no traced step): the plan's prediction alone
-      Plots.memory(plot.plot, modelArgs.model, tg, Plots.plan(tg, lms), lms, -1);
+      // the plan the trainer's callback trained (the probe's, at the ratio its attempt was
+      // made at); planned here only where training did not get that far. The trainer measures
+      // no peak (no traced step): the plan's prediction alone
+      Plots.memory(plot.plot, modelArgs.model, tg,
+          trained[0] != null ? trained[0] : Plots.plan(tg, lms), lms, r, -1);
       System.out.println("Plot: " + plot.plot);
     }
     return code;

@@ -54,10 +54,12 @@ final class TrainerRun {
    * Trains and evaluates, filling the report; returns the exit code.
    *
    * @param ckptBackend checkpoint backend name, or null for none
+   * @param planned     given the plan the LMS callback trained (the probe's, where it ran)
    */
   static int run(String name, TrainingGraph tg, Data data, LmsOptions o, int epochs,
       String ckptBackend, Path ckptDir, int ckptEvery, boolean perEpoch, boolean resume,
-      boolean probe, Report report, PrintStream out) throws Exception {
+      boolean probe, Report report, PrintStream out,
+      java.util.function.Consumer<dev.lms4j.tf.LmsResult> planned) throws Exception {
     LmsMode mode = o.mode();
     long budget = o.budgetBytes();
     List<Callback> callbacks = new ArrayList<>();
@@ -109,6 +111,7 @@ final class TrainerRun {
       Logs test = t.evaluate(data.test());
       if (lmsCallback != null) {
         Reports.lms(report, lmsCallback.resultOrThrow(), null);
+        planned.accept(lmsCallback.resultOrThrow());
         lmsCallback.probe().ifPresent(po -> Reports.probe(report, po));
       }
       int first = t.epochsCompleted() - history.size() + 1;

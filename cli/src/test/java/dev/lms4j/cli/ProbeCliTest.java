@@ -39,6 +39,14 @@ class ProbeCliTest {
         .isEqualTo(j.get("predicted_peak_bytes").get("after").asLong());
     assertThat(j.get("plan").get("parameters").get("lms_needed").asBoolean()).isTrue();
     assertThat(j.get("measured").get("fits").asBoolean()).isTrue();
+    // no --mem-ratio: the probe plans at its default (0.95) first; a ratio given is kept
+    assertThat(p.get("attempts").get(0).get("mem_ratio").asDouble())
+        .isEqualTo(dev.lms4j.tf.run.Probe.PROBED_MEM_RATIO);
+    Path given = dir.resolve("given.json");
+    r = CliRun.exec(concat(common, "--mem-ratio", "0.8", "--report", given.toString()));
+    assertThat(r.code()).as(r.out() + r.err()).isEqualTo(0);
+    assertThat(new ObjectMapper().readTree(given.toFile()).get("probe").get("attempts").get(0)
+        .get("mem_ratio").asDouble()).isEqualTo(0.8);
 
     Path trusted = dir.resolve("trusted.json");
     r = CliRun.exec(concat(common, "--no-probe", "--report", trusted.toString()));

@@ -50,4 +50,21 @@ class ProbeLinesTest {
     assertThat(attempts.get(1).get("tighter_fits").asBoolean()).isFalse();
     assertThat(r.json().get("probe").get("smallest_budget_bytes").asLong()).isEqualTo(26 * MIB);
   }
+
+  /**
+   * The plot's target line is the ratio of the plan drawn: the last probe attempt that ran
+   * under the budget (0.877 here, a re-plan below the probe's first 0.95), else the options'.
+   */
+  @Test
+  void thePlotsTargetIsTheRatioOfTheAttemptThatRan() {
+    AnalyzeCommand cmd = new AnalyzeCommand();
+    new picocli.CommandLine(cmd).parseArgs("--model", "mlp", "--budget", "25MiB", "--lms",
+        "auto");
+    Report probed = new Report("densenet", 16, 25 * MIB, "auto");
+    Reports.probe(probed, refusedAtTheEdge());
+    assertThat(Plots.planRatio(probed, cmd.lms)).isEqualTo(0.877);
+    Report unprobed = new Report("densenet", 16, 25 * MIB, "auto");
+    assertThat(Plots.planRatio(unprobed, cmd.lms)).isEqualTo(cmd.lms.effectiveMemRatio())
+        .isEqualTo(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
+  }
 }

@@ -28,11 +28,12 @@ public final class LmsBuilder implements Cloneable {
    * corpus families, 28 budgets at 60 and 85% of what the allocator model says each graph needs),
    * in a fixed order: at 0.95, 21 plans accepted, none ran out of memory without the probe or
    * after it, 1 re-plan by the probe; at 0.8, 20 accepted, and zoo resnet b32 at 122 MiB refused,
-   * where 0.95 trains. Not the default ({@link Budget#DEFAULT_MEM_RATIO}, 0.8, is): where the
-   * model misses by more than the margin, the probe finds no plan that passes (the zoo LeNet at
-   * 88 MiB, whose memory the model puts 11% low: at 0.95 its first plan ran out of memory and the
-   * re-plans left less than 2% of the budget free, so the budget was refused, where at 0.8 a
-   * plan trains). Set it with {@link #memRatio(double)} ({@code --mem-ratio 0.95}).
+   * where 0.95 trains. The default where a probe checks the plan under the budget
+   * ({@code dev.lms4j.tf.run.Probe#PROBED_MEM_RATIO}: {@code run}, {@code train} and the LMS
+   * callback); not the default of a plan nothing checks ({@link Budget#DEFAULT_MEM_RATIO}, 0.8, is:
+   * {@code analyze}, {@code rewrite}, {@link Lms#rewrite}), where the model's misses go unseen
+   * (the zoo LeNet at 88 MiB, whose memory the model puts 11% low, traces 87.2 MiB there). Set it
+   * with {@link #memRatio(double)} ({@code --mem-ratio 0.95}).
    */
   public static final double ORDERED_MEM_RATIO = 0.95;
 
@@ -259,6 +260,11 @@ public final class LmsBuilder implements Cloneable {
     }
     this.memRatio = r;
     return this;
+  }
+
+  /** Whether a memory ratio was set ({@link #memRatio(double)}); else a default applies. */
+  public boolean memRatioSet() {
+    return !Double.isNaN(memRatio);
   }
 
   /** The memory ratio plans will be made at: the one set, else {@link Budget#DEFAULT_MEM_RATIO}. */

@@ -185,7 +185,7 @@ public final class LmsCallback implements Callback {
     long budget = lms.budget().bytes();
     if (probing && budget > 0 && lms.mode() != LmsMode.OFF && Probe.canRunAlone(graphDef)) {
       probe = Probe.closeLoop(tg, lms,
-          Probe.Options.of(budget, lms.budget().memRatio()));
+          Probe.Options.of(budget, lms));
       LOG.info("LMS probe: {} ({} tries, {} re-plans): {}", probe.verdict(),
           probe.attempts().size(), probe.replans(), probe.message());
       if (probe.verdict() == Probe.Verdict.REFUSED) {

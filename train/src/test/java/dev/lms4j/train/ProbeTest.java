@@ -470,7 +470,8 @@ class ProbeTest {
   /**
    * The trainer with {@link LmsCallback} at a budget where {@code auto} rewrites the mlp (batch
    * 2048, width 256, 33 MiB; ZooUnderBudgetTest): the same epoch losses with the probe (which
-   * ran, in its own worker) as without it.
+   * ran, in its own worker, planning first at {@link Probe#PROBED_MEM_RATIO}) as without it
+   * (the plan at the static default, 0.8).
    */
   @Test
   void theProbeLeavesTheTrainingLossesBitIdentical() throws Exception {
@@ -491,6 +492,8 @@ class ProbeTest {
     assertThat(probing.probe()).hasValueSatisfying(o -> {
       assertThat(o.trains()).as(o.message()).isTrue();
       assertThat(o.attempts()).isNotEmpty();
+      // no ratio set: the probe plans at its own default first, the margin it measures
+      assertThat(o.attempts().get(0).memRatio()).isEqualTo(Probe.PROBED_MEM_RATIO);
     });
     assertThat(trusting.probe()).isEmpty();
     assertThat(probing.resultOrThrow().rewritten()).isTrue();
@@ -506,6 +509,6 @@ class ProbeTest {
   /** The probe as run and train use it: auto's plans (and the other modes') at the budget. */
   private static Probe.Outcome probeAuto(TrainingGraph tg, long budget) {
     Lms auto = Lms.builder().budget(budget).build();
-    return Probe.closeLoop(tg, auto, Probe.Options.of(budget, auto.budget().memRatio()));
+    return Probe.closeLoop(tg, auto, Probe.Options.of(budget, auto));
   }
 }

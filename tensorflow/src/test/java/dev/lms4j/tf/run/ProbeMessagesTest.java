@@ -76,4 +76,26 @@ class ProbeMessagesTest {
         -1, mib, "OOM", 26 * mib, true);
     assertThat(oom.passed(budget)).isFalse();
   }
+
+  /**
+   * A probe plans first at the ratio set on the planner, else at its own default: the margin
+   * the probe measures need not be kept twice; a plan nothing checks keeps the static default.
+   */
+  @Test
+  void theProbePlansAtItsOwnDefaultRatioUnlessOneIsSet() {
+    long budget = 64L << 20;
+    dev.lms4j.tf.Lms unset = dev.lms4j.tf.Lms.builder().budget(budget).build();
+    assertThat(unset.memRatioSet()).isFalse();
+    assertThat(unset.budget().memRatio()).isEqualTo(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
+    assertThat(Probe.Options.of(budget, unset).memRatio()).isEqualTo(Probe.PROBED_MEM_RATIO)
+        .isGreaterThan(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO);
+    for (double r : new double[] {0.65, 0.8, 1.0}) {
+      dev.lms4j.tf.Lms set = dev.lms4j.tf.Lms.builder().budget(budget).memRatio(r).build();
+      assertThat(set.memRatioSet()).isTrue();
+      assertThat(Probe.Options.of(budget, set).memRatio()).isEqualTo(r);
+    }
+    // a re-plan's planner holds the ratio it was given
+    assertThat(unset.withBudget(new dev.lms4j.core.plan.Budget(budget, 0.7)).memRatioSet())
+        .isTrue();
+  }
 }
