@@ -428,7 +428,7 @@ public final class CorpusBench {
     if (m.isLms() && c.probe()) {
       Lms lms = Lms.builder().budget(budget).mode(m.mode).serialOrder(c.ordered()).build();
       dev.lms4j.tf.run.Probe.Outcome o = dev.lms4j.tf.run.Probe.closeLoop(tg, lms,
-          dev.lms4j.tf.run.Probe.Options.of(budget, lms.budget().memRatio()));
+          dev.lms4j.tf.run.Probe.Options.of(budget, lms));
       if (!o.trains()) {
         p.why = "probe: " + o.verdict().name().toLowerCase(Locale.ROOT) + " ("
             + firstLine(o.message()) + ")";

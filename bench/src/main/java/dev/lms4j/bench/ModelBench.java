@@ -138,23 +138,34 @@ public final class ModelBench {
    * @param rounds     timed rounds at each fraction: every round runs each method once (in a
    *                   rotated order) and one unbudgeted run; a method's ratio is the median of
    *                   its rounds' ratios to the faster neighbouring unbudgeted run
+   * @param probedSizes whether auto+probe is in the capacity and input-size searches (each
+   *                   batch that runs out of memory costs it a probe per try and its refusal a
+   *                   checked figure, minutes in all: the quick suite's, not the smoke test's)
    */
   public record Suite(String name, List<Case> cases, List<Method> methods, double[] fractions,
-      double resolution, int rounds) {}
+      double resolution, int rounds, boolean probedSizes) {
+    /** A suite whose size searches leave auto+probe out. */
+    public Suite(String name, List<Case> cases, List<Method> methods, double[] fractions,
+        double resolution, int rounds) {
+      this(name, cases, methods, fractions, resolution, rounds, false);
+    }
+  }
 
   /** The configuration of a named suite. */
   public static Suite suite(String name) {
-    // the quick and full suites measure the planners' own plans; the probe's column (a worker
-    // run per try) is the smoke suite's and the corpus's
+    // the full suite measures the planners' own plans; the quick suite adds auto as run and
+    // train use it (auto+probe: a worker run per try, at the probe's first memory ratio), as the
+    // smoke suite and the corpus do
     List<Method> all = java.util.Arrays.stream(Method.values())
         .filter(m -> m != Method.AUTO_PROBE).toList();
+    List<Method> allProbed = List.of(Method.values());
     return switch (name) {
       case "quick" -> new Suite("quick", List.of(
           new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
               true),
           new Case("gpt2", 8, Map.of("layers", "4", "width", "256", "seq", "128", "heads", "8"),
               "seq", 6, true, false)),
-          all, new double[] {0.50, 0.33, 0.25}, 0.06, 3);
+          allProbed, new double[] {0.50, 0.33, 0.25}, 0.06, 3, true);
       case "full" -> new Suite("full", List.of(
           new Case("resnet50", 32, Map.of("image", "64", "width", "32"), "image", 6, true,
               true),
@@ -202,7 +213,7 @@ public final class ModelBench {
     return new Suite(base.name() + "-" + model, List.of(new Case(model,
         batch > 0 ? batch : spec.defaultBatch(), Map.copyOf(options), size, steps, capacity,
         capacity && size != null)), base.methods(), base.fractions(), base.resolution(),
-        base.rounds());
+        base.rounds(), base.probedSizes());
   }
 
   /** Runs a suite, prints progress and tables to {@code out}, writes JSON and Markdown. */
@@ -299,7 +310,7 @@ public final class ModelBench {
       Lms lms = Lms.builder().budget(budget).mode(m.mode).build();
       if (m.probe) {
         Probe.Outcome o = Probe.closeLoop(tg, lms,
-            Probe.Options.of(budget, lms.budget().memRatio()));
+            Probe.Options.of(budget, lms));
         if (!o.trains()) {
           return new Planned(null, null, "probe " + o.verdict().name()
               .toLowerCase(Locale.ROOT) + ": " + o.message(), null);
@@ -514,13 +525,15 @@ public final class ModelBench {
       long fixedMib = Math.round(noLmsMib * 1.05);
       // capacity and input size are searched for no-LMS and the methods whose smallest budget
       // is at most 90% of no-LMS's; the others cannot train much more than no-LMS at that
-      // budget, and their searches would take a third of the suite's time. auto+probe is not
-      // searched: each batch that runs out of memory costs it a probe per try (minutes in all)
+      // budget, and their searches would take a third of the suite's time. auto+probe's search
+      // is slower (each batch that runs out of memory costs it a probe per try, and its refusal
+      // a checked figure) but it is what run and train reach: searched where the suite says
       List<Method> sizeMethods = new ArrayList<>();
       ArrayNode skipped = JSON.createArrayNode();
       for (Method m : s.methods()) {
         long mm = minMib.get(m);
-        if (m == Method.NONE || (!m.probe && mm > 0 && mm <= 0.9 * noLmsMib)) {
+        if (m == Method.NONE
+            || ((!m.probe || s.probedSizes()) && mm > 0 && mm <= 0.9 * noLmsMib)) {
           sizeMethods.add(m);
         } else {
           skipped.add(m.label);

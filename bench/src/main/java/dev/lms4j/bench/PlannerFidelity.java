@@ -365,7 +365,7 @@ public final class PlannerFidelity {
       putReal(row, k, real, rowName);
     }
     Probe.Outcome o = Probe.closeLoop(tg, lms,
-        Probe.Options.of(budget, lms.budget().memRatio()));
+        Probe.Options.of(budget, lms));
     row.put("probe", o.verdict().name().toLowerCase(Locale.ROOT)).put("replans", o.replans())
         .put("probes", o.attempts().size());
     if (o.trains()) {

@@ -114,5 +114,11 @@ class ModelBenchTest {
         Map.of());
     assertThat(quick.cases().get(0).capacity()).isTrue();
     assertThat(quick.cases().get(0).inputSize()).isTrue();
+    // the quick suite measures auto as run and train use it, in its size searches too; the
+    // smoke test's size searches leave it out (CI time), the full suite has none of it
+    assertThat(quick.methods()).contains(ModelBench.Method.AUTO_PROBE);
+    assertThat(quick.probedSizes()).isTrue();
+    assertThat(ModelBench.suite("smoke").probedSizes()).isFalse();
+    assertThat(ModelBench.suite("full").methods()).doesNotContain(ModelBench.Method.AUTO_PROBE);
   }
 }
