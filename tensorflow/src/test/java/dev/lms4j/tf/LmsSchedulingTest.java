@@ -24,7 +24,7 @@ class LmsSchedulingTest {
   @Test
   void schedulingAndAddNChainsLowerThePeakOfABranchyNet() {
     TrainingGraph net = AddNRewriterTest.branchyNet();
-    LmsResult r = Lms.builder().mode(LmsMode.REMAT)
+    LmsResult r = Lms.builder().mode(LmsMode.OFF)
         .scheduler(Scheduling.Scheduler.BEST).build().rewrite(net);
     Scheduling.Result s = r.scheduling();
     assertThat(s).isNotNull();
@@ -41,6 +41,13 @@ class LmsSchedulingTest {
     List<Double> base = TfTests.losses(net.graphDef(), net.manifest());
     List<Double> scheduled = TfTests.losses(r.graphDef(), net.manifest());
     assertThat(scheduled).containsExactlyElementsOf(base);
+    // a plan that recomputes is made without the schedule (ScheduleWithRecomputeTest: together
+    // they changed a U-Net's step)
+    LmsResult remat = Lms.builder().mode(LmsMode.REMAT)
+        .scheduler(Scheduling.Scheduler.BEST).build().rewrite(net);
+    assertThat(remat.recompute().isEmpty()).isFalse();
+    assertThat(remat.scheduling()).isNull();
+    assertThat(TfTests.losses(remat.graphDef(), net.manifest())).containsExactlyElementsOf(base);
   }
 
   /**
