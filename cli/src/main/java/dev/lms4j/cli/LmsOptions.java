@@ -131,7 +131,9 @@ final class LmsOptions {
       description = "Scheduling step before planning, for every --lms mode: none (default) | "
           + "postorder | dfs | list | best. AddN ops become chains that add gradients as they "
           + "arrive, and the scheduler's order is enforced with control edges where needed "
-          + "(kept only when it lowers the simulated peak).")
+          + "(kept only when it lowers the simulated peak; not combined with recomputation, "
+          + "which with it changed a U-Net's losses: a plan that recomputes is made without "
+          + "the schedule).")
   String scheduler;
 
   @Option(names = "--no-gradient-sums",
