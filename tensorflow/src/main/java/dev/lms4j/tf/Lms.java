@@ -83,12 +83,10 @@ public final class Lms {
   private final Map<String, Long> scratch;
   private SwapRewriter.Mechanism mechanism;
   private final LmsBuilder source;
-  private final boolean memRatioSet;
 
   Lms(LmsBuilder b) {
     this.source = b.copy();
     this.budget = new Budget(b.budgetBytes, b.memRatio());
-    this.memRatioSet = b.memRatioSet();
     this.params = b.params;
     this.backwardScope = b.backwardScope;
     this.recomputeOps = java.util.Collections.unmodifiableSortedSet(new TreeSet<>(b.recomputeOps));
@@ -195,7 +193,7 @@ public final class Lms {
    * {@link #budget()} holds the default, and a probe starts at its own default instead.
    */
   public boolean memRatioSet() {
-    return memRatioSet;
+    return source.memRatioSet();
   }
 
   /** The parameters this instance plans with. */
