@@ -43,9 +43,12 @@ final class ControlSources {
   private final Map<String, String> behind = new HashMap<>();
   /** The graph, read when a stand-in is checked (builders: the rewriters' edits show). */
   private final Map<String, ? extends NodeDefOrBuilder> nodes;
+  /** Bias gradients to the filter gradient oneDNN merges them into ({@link UnchainedOps#merges}). */
+  private final Map<String, String> mergedInto;
 
   private ControlSources(Map<String, ? extends NodeDefOrBuilder> nodes) {
     this.nodes = nodes;
+    this.mergedInto = UnchainedOps.merges(nodes.values(), nodes);
     Map<String, Set<String>> readers = new HashMap<>();
     Map<String, String> inputGradient = new HashMap<>();
     for (NodeDefOrBuilder n : nodes.values()) {
@@ -91,7 +94,11 @@ final class ControlSources {
    * edge would close a cycle), the op behind the Identity.
    * Measured: remat-xla's plan on the corpus resnet-resource recomputed a weight's
    * {@code ReadVariableOp} for the input gradient that stood in for its trigger; TensorFlow
-   * refused the graph (a cycle).
+   * refused the graph (a cycle). A bias gradient counts as running with the filter gradient
+   * oneDNN merges it into: on the corpus U-Net with the list scheduler's order, the input
+   * gradient waited on a bias update, whose merged op read the recomputed activation the edge
+   * gated, and TensorFlow skipped the cycle without an error (no update of the step ran after
+   * it: the second loss was 2.2975 instead of 1.4608).
    *
    * @param name    the op the plan names
    * @param readers the ops that read what the edge gates (a clone's or a swap-in's readers, in
@@ -118,6 +125,11 @@ final class ControlSources {
       }
       if (targets.contains(n)) {
         return true;
+      }
+      String merged = mergedInto.get(n);
+      if (merged != null) {
+        // the merged op runs when all of the filter gradient's inputs are there
+        todo.add(merged);
       }
       NodeDefOrBuilder d = nodes.get(n);
       if (d != null) {

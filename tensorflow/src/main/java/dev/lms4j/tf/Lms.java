@@ -473,18 +473,6 @@ public final class Lms {
       scheduled = null;
       plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), givenPeak);
     }
-    if (scheduled != null && !plan.recompute().isEmpty()) {
-      // measured 2026-12-02: the corpus U-Net (bench size) with --scheduler list and remat's
-      // plan at 28 MiB (16 ops recomputed), or auto's at 13-14 MiB, trained with its second
-      // loss at 2.2975 instead of 1.4608; the same schedule with no plan, or with swaps alone,
-      // kept the losses. Until the cause is found, a schedule is not combined with
-      // recomputation: the graph is planned again without it
-      LOG.warn("[LMS][0] The {} schedule is not combined with recomputation (together they "
-          + "changed a step's math on a U-Net); planning again without the schedule",
-          scheduler.name().toLowerCase(java.util.Locale.ROOT));
-      return source.copy().scheduler(Scheduling.Scheduler.NONE).build().rewrite(given,
-          feedShapes, trainOp, runOps, initOp);
-    }
     GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
         plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
     LmsResult.InitLayout initLayout = null;
@@ -496,6 +484,22 @@ public final class Lms {
         out = o.graphDef();
         initLayout = o.layout();
       }
+    }
+    List<String> cycle = out == given ? List.of() : ScheduleRewriter.cycle(out);
+    if (!cycle.isEmpty() && ScheduleRewriter.cycle(given).isEmpty()) {
+      // TensorFlow would run a step of it without an error, skipping the ops on the cycle and
+      // everything after them (updates included); where the graph as given has such a cycle
+      // already, the merge is not what TensorFlow does with it and the check does not apply
+      if (scheduled != null) {
+        LOG.warn("[LMS][0] The {} schedule and the plan together close a cycle through {} "
+            + "(counting the filter and bias gradients oneDNN merges as one op); planning again "
+            + "without the schedule", scheduler.name().toLowerCase(java.util.Locale.ROOT), cycle);
+        return source.copy().scheduler(Scheduling.Scheduler.NONE).build().rewrite(given,
+            feedShapes, trainOp, runOps, initOp);
+      }
+      throw new IllegalStateException("lms4j's rewrite closed a cycle through " + cycle
+          + " (counting the filter and bias gradients oneDNN merges as one op); TensorFlow "
+          + "would skip those ops without an error. Please report this graph.");
     }
     int added = out.getNodeCount() - given.getNodeCount();
     if (dumpDot != null) {

@@ -149,9 +149,25 @@ public final class ScheduleRewriter {
 
   /**
    * Kahn's algorithm over the node names (a loop's {@code NextIteration -> Merge} back edge
-   * does not count); names a few ops on a cycle when there is one.
+   * does not count); names a few ops on a cycle when there is one. A bias gradient and the
+   * filter gradient oneDNN merges it into ({@link UnchainedOps#mergedAsWritten}) count as one
+   * op: the merged op waits for the inputs of both, and TensorFlow runs a step whose graph has a
+   * cycle without an error, skipping the ops on it and everything after them.
+   *
+   * @throws IllegalArgumentException naming a few ops on a cycle
    */
   static void checkAcyclic(GraphDef gd) {
+    java.util.List<String> stuck = cycle(gd);
+    if (!stuck.isEmpty()) {
+      throw new IllegalArgumentException("the control edges close a cycle through " + stuck);
+    }
+  }
+
+  /**
+   * A few ops on or after a cycle of {@code gd} (as {@link #checkAcyclic} counts them), empty
+   * when it has none.
+   */
+  static List<String> cycle(GraphDef gd) {
     Map<String, Integer> id = new HashMap<>();
     Set<String> backEdgeSources = new HashSet<>();
     for (NodeDef n : gd.getNodeList()) {
@@ -161,25 +177,38 @@ public final class ScheduleRewriter {
       }
     }
     int n = id.size();
+    // a merged bias gradient is represented by its filter gradient
+    int[] rep = new int[n];
+    for (int v = 0; v < n; v++) {
+      rep[v] = v;
+    }
+    UnchainedOps.mergedAsWritten(gd).forEach((bias, filter) ->
+        rep[id.get(bias)] = id.get(filter));
     int[] indeg = new int[n];
+    boolean[] counted = new boolean[n];
+    int nodes = 0;
     List<List<Integer>> succ = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       succ.add(new ArrayList<>());
+      if (!counted[rep[i]]) {
+        counted[rep[i]] = true;
+        nodes++;
+      }
     }
     for (NodeDef nd : gd.getNodeList()) {
-      int v = id.get(nd.getName());
+      int v = rep[id.get(nd.getName())];
       for (String in : nd.getInputList()) {
         String src = GraphImporter.opName(in);
         Integer p = id.get(src);
-        if (p != null && !backEdgeSources.contains(src)) {
-          succ.get(p).add(v);
+        if (p != null && !backEdgeSources.contains(src) && rep[p] != v) {
+          succ.get(rep[p]).add(v);
           indeg[v]++;
         }
       }
     }
     ArrayDeque<Integer> ready = new ArrayDeque<>();
     for (int v = 0; v < n; v++) {
-      if (indeg[v] == 0) {
+      if (rep[v] == v && indeg[v] == 0) {
         ready.add(v);
       }
     }
@@ -193,15 +222,16 @@ public final class ScheduleRewriter {
         }
       }
     }
-    if (seen != n) {
-      List<String> stuck = new ArrayList<>();
+    List<String> stuck = new ArrayList<>();
+    if (seen != nodes) {
       for (NodeDef nd : gd.getNodeList()) {
-        if (indeg[id.get(nd.getName())] > 0 && stuck.size() < 5) {
+        int v = rep[id.get(nd.getName())];
+        if (indeg[v] > 0 && stuck.size() < 5) {
           stuck.add(nd.getName());
         }
       }
-      throw new IllegalArgumentException("the control edges close a cycle through " + stuck);
     }
+    return stuck;
   }
 
   private static String mib(long bytes) {

@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.Set;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
+import org.tensorflow.proto.NodeDefOrBuilder;
 
 /**
  * The ops {@link SerialOrder} leaves out of its chain: those TensorFlow fuses or removes only
@@ -215,30 +216,113 @@ public final class UnchainedOps {
   }
 
   private static Map<String, String> merges(GraphDef gd, Map<String, NodeDef> byName) {
-    Map<String, List<NodeDef>> weightGrads = new HashMap<>();
-    for (NodeDef n : gd.getNodeList()) {
+    return merges(gd.getNodeList(), byName);
+  }
+
+  /**
+   * As {@link #merges(GraphDef)}, over nodes being rewritten (builders show their edits).
+   *
+   * @param nodes  the graph's nodes, in graph order
+   * @param byName the same nodes by name
+   */
+  static Map<String, String> merges(Iterable<? extends NodeDefOrBuilder> nodes,
+      Map<String, ? extends NodeDefOrBuilder> byName) {
+    Map<String, List<String>> weightGrads = new HashMap<>();
+    for (NodeDefOrBuilder n : nodes) {
       if (n.getOp().equals("Conv2DBackpropFilter") && n.getInputCount() > 2) {
         weightGrads.computeIfAbsent(through(n.getInput(2), byName), k -> new ArrayList<>())
-            .add(n);
+            .add(n.getName());
       }
     }
     Map<String, String> out = new java.util.LinkedHashMap<>();
-    for (NodeDef n : gd.getNodeList()) {
+    for (NodeDefOrBuilder n : nodes) {
       if (n.getOp().equals("BiasAddGrad") && n.getInputCount() > 0) {
-        List<NodeDef> ws = weightGrads.getOrDefault(through(n.getInput(0), byName), List.of());
+        List<String> ws = weightGrads.getOrDefault(through(n.getInput(0), byName), List.of());
         if (!ws.isEmpty()) {
-          out.put(n.getName(), ws.get(0).getName());
+          out.put(n.getName(), ws.get(0));
         }
       }
     }
     return out;
   }
 
+  /**
+   * The pairs of {@link #merges} that oneDNN's layout pass merges in {@code gd} as written, as
+   * TensorFlow 2.18 decides (read from its sources): after grappler's model pruner has removed
+   * the identities it removes (an {@code Identity} with no control edge in or out, not fed by a
+   * {@code Switch} nor read by a {@code Merge}, on its input's device, not marked
+   * {@code _grappler_do_not_remove}), the bias gradient's input and the filter gradient's
+   * incoming gradient come from the same op, and both ops wait on the same control inputs. The
+   * layout pass checks no more than that: not whether merging them closes a cycle.
+   *
+   * @param gd a graph (as lms4j hands it to TensorFlow)
+   * @return bias gradient to the filter gradient it is merged into
+   */
+  public static Map<String, String> mergedAsWritten(GraphDef gd) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    Set<String> controlSources = new java.util.HashSet<>();
+    Set<String> readByMerge = new java.util.HashSet<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+      for (String in : n.getInputList()) {
+        if (in.startsWith("^")) {
+          controlSources.add(in.substring(1));
+        } else if (n.getOp().endsWith("Merge")) {
+          readByMerge.add(GraphImporter.opName(in));
+        }
+      }
+    }
+    Map<String, String> out = new java.util.LinkedHashMap<>();
+    merges(gd.getNodeList(), byName).forEach((bias, filter) -> {
+      NodeDef b = byName.get(bias);
+      NodeDef f = byName.get(filter);
+      String from = producer(b.getInput(0), byName, controlSources, readByMerge);
+      if (from.equals(producer(f.getInput(2), byName, controlSources, readByMerge))
+          && controls(b).equals(controls(f))) {
+        out.put(bias, filter);
+      }
+    });
+    return out;
+  }
+
+  /** The op behind {@code ref} once the model pruner has removed the identities it removes. */
+  private static String producer(String ref, Map<String, NodeDef> byName,
+      Set<String> controlSources, Set<String> readByMerge) {
+    String name = GraphImporter.opName(ref);
+    for (int hops = 0; hops < 16; hops++) {
+      NodeDef n = byName.get(name);
+      if (n == null || !n.getOp().equals("Identity") || n.getInputCount() != 1
+          || n.getInput(0).startsWith("^") || controlSources.contains(name)
+          || readByMerge.contains(name)
+          || n.getAttrOrDefault("_grappler_do_not_remove",
+              org.tensorflow.proto.AttrValue.getDefaultInstance()).getB()) {
+        return name;
+      }
+      NodeDef in = byName.get(GraphImporter.opName(n.getInput(0)));
+      if (in == null || in.getOp().endsWith("Switch") || !in.getDevice().equals(n.getDevice())) {
+        return name;
+      }
+      name = in.getName();
+    }
+    return name;
+  }
+
+  /** The ops {@code n} waits on through control inputs. */
+  private static Set<String> controls(NodeDef n) {
+    Set<String> out = new java.util.TreeSet<>();
+    for (String in : n.getInputList()) {
+      if (in.startsWith("^")) {
+        out.add(in.substring(1));
+      }
+    }
+    return out;
+  }
+
   /** The tensor {@code ref} forwards, through identities: {@code a:0} for {@code a}. */
-  private static String through(String ref, Map<String, NodeDef> byName) {
+  private static String through(String ref, Map<String, ? extends NodeDefOrBuilder> byName) {
     String r = ref;
     for (int hops = 0; hops < 16; hops++) {
-      NodeDef n = byName.get(GraphImporter.opName(r));
+      NodeDefOrBuilder n = byName.get(GraphImporter.opName(r));
       if (n == null || !n.getOp().equals("Identity") || n.getInputCount() == 0
           || n.getInput(0).startsWith("^")) {
         break;

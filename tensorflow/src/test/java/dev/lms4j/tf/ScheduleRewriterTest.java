@@ -173,4 +173,33 @@ class ScheduleRewriterTest {
     }
     return order;
   }
+
+  /**
+   * A merged filter and bias gradient count as one op: an order that has the bias gradient's
+   * reader run before an op the filter gradient waits on is a cycle once they are merged, which
+   * TensorFlow would run without an error, skipping it. Where the two are not merged (different
+   * control inputs) it is no cycle.
+   */
+  @Test
+  void aCycleThroughAMergedBiasAndFilterGradientIsFound() {
+    GraphDef gd = GraphDef.newBuilder()
+        .addNode(n("x", "Placeholder"))
+        .addNode(n("dy", "Relu", "x"))
+        .addNode(n("sizes", "Const"))
+        .addNode(n("db", "BiasAddGrad", "dy"))
+        .addNode(n("update", "NoOp", "db"))
+        .addNode(n("dx", "Relu", "dy", "^update"))
+        .addNode(n("act", "Relu", "x", "^dx"))
+        .addNode(n("dw", "Conv2DBackpropFilter", "act", "sizes", "dy"))
+        .build();
+    assertThat(ScheduleRewriter.cycle(gd)).contains("db", "dw");
+    assertThatThrownBy(() -> ScheduleRewriter.checkAcyclic(gd))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("cycle");
+    GraphDef apart = gd.toBuilder().setNode(3, n("db", "BiasAddGrad", "dy", "^x")).build();
+    assertThat(ScheduleRewriter.cycle(apart)).isEmpty();
+  }
+
+  private static NodeDef n(String name, String op, String... inputs) {
+    return NodeDef.newBuilder().setName(name).setOp(op).addAllInput(List.of(inputs)).build();
+  }
 }

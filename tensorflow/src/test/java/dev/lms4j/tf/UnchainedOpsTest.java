@@ -159,4 +159,35 @@ class UnchainedOpsTest {
       assertThat(TfTests.nodes(gd).get("db").getInputList()).containsExactly("dy");
     }
   }
+
+  /**
+   * Which pairs oneDNN's layout pass merges in a graph as written (TensorFlow 2.18's rule, read
+   * from its sources and matched against the partition graphs of the corpus U-Net, resnets and
+   * DenseNet, as given and scheduled): the two ops read the same op once the model pruner has
+   * removed the identities it removes, and wait on the same control inputs.
+   */
+  @Test
+  void aPairMergesWhereTheyReadOneOpAfterPruningAndWaitOnTheSameOps() {
+    NodeDef[] base = {
+        node("x", "Placeholder"),
+        node("dy", "Relu", "x"),
+        node("id", "Identity", "dy"),
+        node("sizes", "Const"),
+        node("dw", "Conv2DBackpropFilter", "x", "sizes", "id"),
+        node("db", "BiasAddGrad", "dy")};
+    assertThat(UnchainedOps.mergedAsWritten(graph(base))).containsExactly(Map.entry("db", "dw"));
+    // an edge leaving the Identity keeps it from the pruner: the two read different ops
+    NodeDef[] held = Arrays.copyOf(base, base.length + 1);
+    held[base.length] = node("later", "NoOp", "^id");
+    assertThat(UnchainedOps.mergedAsWritten(graph(held))).isEmpty();
+    assertThat(UnchainedOps.merges(graph(held))).containsExactly(Map.entry("db", "dw"));
+    // different control inputs
+    NodeDef[] gated = base.clone();
+    gated[5] = node("db", "BiasAddGrad", "dy", "^sizes");
+    assertThat(UnchainedOps.mergedAsWritten(graph(gated))).isEmpty();
+    // the same control inputs on both
+    NodeDef[] both = gated.clone();
+    both[4] = node("dw", "Conv2DBackpropFilter", "x", "sizes", "id", "^sizes");
+    assertThat(UnchainedOps.mergedAsWritten(graph(both))).containsExactly(Map.entry("db", "dw"));
+  }
 }
