@@ -17,6 +17,17 @@ public final class BudgetedRuns {
   private BudgetedRuns() {}
 
   /**
+   * No kernel scratch for any op of {@code tg} ({@code LmsBuilder.scratch}): plans made with it
+   * are the same on every CPU (as where oneDNN runs the convolutions, whose gradients take
+   * none), for checks of the math that run without a budget.
+   */
+  public static java.util.Map<String, Long> noScratch(TrainingGraph tg) {
+    java.util.Map<String, Long> out = new java.util.HashMap<>();
+    tg.graphDef().getNodeList().forEach(n -> out.put(n.getName(), 0L));
+    return out;
+  }
+
+  /**
    * The unbudgeted losses of {@code steps} steps: the budgeted worker's step loop, session config
    * and seed ({@link BudgetedRunner.Options#of}), run in this JVM.
    */

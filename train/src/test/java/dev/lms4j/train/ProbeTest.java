@@ -44,6 +44,7 @@ class ProbeTest {
    */
   @Test
   void aPlanPredictedTooLowIsReplannedAndTrains() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of());
     long budget = 88 * MIB;
     Lms off = Lms.builder().budget(budget).mode(LmsMode.OFF).build();
@@ -118,6 +119,7 @@ class ProbeTest {
    */
   @Test
   void whereTheLoweredLimitLeavesNoPlanTheProbeBacksOffHalfway() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = ModelZoo.getOrThrow("lenet").build(100, Map.of());
     long budget = 88 * MIB;
     Lms off = Lms.builder().budget(budget).mode(LmsMode.OFF).build();
@@ -228,6 +230,7 @@ class ProbeTest {
    */
   @Test
   void whereTheFirstRatioIsRefusedThePlanAtTheSmallerMarginIsProbed() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.UNET
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
     long budget = 14 * MIB;
@@ -348,6 +351,7 @@ class ProbeTest {
    */
   @Test
   void aRefusalNamesTheSmallestBudgetWithLmsNotTheUnmodifiedGraphs() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = densenet();
     long budget = 25 * MIB;
     Probe.Outcome o = probeAuto(tg, budget);
@@ -378,6 +382,7 @@ class ProbeTest {
    */
   @Test
   void aCheckedRefusalFigureIsBisectedDownForAPlanInAFixedOrder() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = densenet();
     long budget = 24 * MIB;
     Probe.Outcome o = probeAuto(tg, budget);
@@ -403,6 +408,7 @@ class ProbeTest {
    */
   @Test
   void aPlanAtTheEdgeOfTheBudgetPassesWhereItTrainsUnderATighterLimit() throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = densenet();
     long budget = 26 * MIB;
     assertThat(Lms.builder().budget(budget).build().serialOrder()).isTrue();
@@ -510,5 +516,17 @@ class ProbeTest {
   private static Probe.Outcome probeAuto(TrainingGraph tg, long budget) {
     Lms auto = Lms.builder().budget(budget).build();
     return Probe.closeLoop(tg, auto, Probe.Options.of(budget, auto));
+  }
+
+  /**
+   * The convolutional cases' budgets were set where TensorFlow runs oneDNN's convolutions. Where
+   * its own kernels run (measured 2026-12-02 on an AMD EPYC with AVX2 only), a filter gradient
+   * asks for a col buffer (the zoo LeNet's 21.5 MiB at batch 100) that these budgets cannot
+   * hold, so no plan can pass its probe there; named in .ci/allowed-skips.
+   */
+  private static void assumeOneDnn() {
+    org.junit.jupiter.api.Assumptions.assumeTrue(ZooUnderBudgetTest.oneDnn(),
+        "needs oneDNN's convolution kernels: TensorFlow's own take a col buffer larger than "
+            + "these budgets");
   }
 }

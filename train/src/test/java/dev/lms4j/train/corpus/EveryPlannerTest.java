@@ -20,7 +20,10 @@ import org.tensorflow.proto.GraphDef;
  * Every planner on every corpus family ({@link Corpus.Size#TEST}), at 60, 75, 90 and 100% of
  * the family's simulated peak (after the rewrites before planning): each graph lms4j writes
  * (chained, the default) imports and reaches the losses of the graph as given, bit for bit,
- * in-process and without a budget (the budgeted runs are {@link CorpusUnderBudgetTest}'s). A
+ * in-process and without a budget (the budgeted runs are {@link CorpusUnderBudgetTest}'s). The
+ * plans are made with no kernel scratch ({@code BudgetedRuns.noScratch}), so they are the same on
+ * every CPU: where TensorFlow's own convolution kernels run (AVX2 only), the col buffers the
+ * model holds for them put every convolutional family's floor above these budgets. A
  * planner may refuse a budget; at least one rewritten graph per family is checked where the
  * family peaks above 2 MiB at this size. Found by this sweep:
  * remat-xla's plan for resnet-resource had a control edge that closed a cycle (TensorFlow
@@ -49,12 +52,13 @@ class EveryPlannerTest {
     List<Double> reference = losses(tg, tg.graphDef());
     assertThat(reference).hasSize(3).allMatch(Double::isFinite);
     // the simulated peak after the rewrites before planning (the RNNs' gradient sums)
-    long peak = Lms.builder().budget(1L << 40).mode(LmsMode.AUTO).build().rewrite(tg)
-        .predictedPeakAfter();
+    java.util.Map<String, Long> noScratch = dev.lms4j.train.BudgetedRuns.noScratch(tg);
+    long peak = Lms.builder().budget(1L << 40).mode(LmsMode.AUTO).scratch(noScratch).build()
+        .rewrite(tg).predictedPeakAfter();
     int planned = 0;
     for (double f : new double[] {0.6, 0.75, 0.9, 1.0}) {
       for (LmsMode mode : MODES) {
-        dev.lms4j.tf.LmsBuilder b = Lms.builder().budget((long) (peak * f));
+        dev.lms4j.tf.LmsBuilder b = Lms.builder().budget((long) (peak * f)).scratch(noScratch);
         b = mode == LmsMode.REMAT_XLA ? b.mode(LmsMode.REMAT).mode(mode) : b.mode(mode);
         LmsResult lr;
         try {
