@@ -157,7 +157,7 @@ public final class ScheduleRewriter {
    * @throws IllegalArgumentException naming a few ops on a cycle
    */
   static void checkAcyclic(GraphDef gd) {
-    java.util.List<String> stuck = cycle(gd);
+    List<String> stuck = cycle(gd);
     if (!stuck.isEmpty()) {
       throw new IllegalArgumentException("the control edges close a cycle through " + stuck);
     }
@@ -182,18 +182,14 @@ public final class ScheduleRewriter {
     for (int v = 0; v < n; v++) {
       rep[v] = v;
     }
-    UnchainedOps.mergedAsWritten(gd).forEach((bias, filter) ->
-        rep[id.get(bias)] = id.get(filter));
+    Map<String, String> merged = UnchainedOps.mergedAsWritten(gd);
+    merged.forEach((bias, filter) -> rep[id.get(bias)] = id.get(filter));
+    // each merged bias gradient is one op less (a filter gradient is never a bias gradient)
+    int nodes = n - merged.size();
     int[] indeg = new int[n];
-    boolean[] counted = new boolean[n];
-    int nodes = 0;
     List<List<Integer>> succ = new ArrayList<>(n);
     for (int i = 0; i < n; i++) {
       succ.add(new ArrayList<>());
-      if (!counted[rep[i]]) {
-        counted[rep[i]] = true;
-        nodes++;
-      }
     }
     for (NodeDef nd : gd.getNodeList()) {
       int v = rep[id.get(nd.getName())];

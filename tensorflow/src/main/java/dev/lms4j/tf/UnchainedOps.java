@@ -95,7 +95,7 @@ public final class UnchainedOps {
       }
     }
     Set<String> out = new LinkedHashSet<>();
-    merges(gd, byName).forEach((grad, op) -> {
+    merges(gd.getNodeList(), byName).forEach((grad, op) -> {
       out.add(grad);
       out.add(op);
     });
@@ -212,10 +212,6 @@ public final class UnchainedOps {
     for (NodeDef n : gd.getNodeList()) {
       byName.put(n.getName(), n);
     }
-    return merges(gd, byName);
-  }
-
-  private static Map<String, String> merges(GraphDef gd, Map<String, NodeDef> byName) {
     return merges(gd.getNodeList(), byName);
   }
 
