@@ -70,6 +70,10 @@ public final class Corpus {
     /** 2D U-Net with transposed convolutions and skip concats. */
     UNET("unet", "2D U-Net: max-pool down, transposed-conv (Conv2DBackpropInput) up, skip "
         + "concats, MSE loss; ApplyGradientDescent"),
+    /** An MLP with dropout in the step and gradients clipped by global norm. */
+    MLP_DROPOUT("mlp-dropout", "MLP with dropout after every hidden layer (seeded "
+        + "RandomUniform in the step), gradients clipped by global norm (every gradient alive "
+        + "until the norm), tensorflow-framework Adam via computeGradients/applyGradients"),
     /** A sparse embedding model whose initialiser needs more memory than a step. */
     INIT_HEAVY("init-heavy", "sparse embedding model whose table's initialiser holds three "
         + "table-sized temporaries: initialisation needs more memory than a training step");
@@ -130,6 +134,7 @@ public final class Corpus {
             small, seed);
         case EMBEDDING_RESOURCE -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.RESOURCE,
             small, seed);
+        case MLP_DROPOUT -> RegularizedFamilies.mlpDropout(small, seed);
         case INIT_HEAVY -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.INIT_HEAVY, small,
             seed);
       };

@@ -89,6 +89,7 @@ class CorpusTest {
           "ResourceApplyMomentum");
       case DENSENET -> Set.of("ConcatV2", "ApplyMomentum");
       case UNET -> Set.of("Conv2DBackpropInput", "ConcatV2", "MaxPoolV2");
+      case MLP_DROPOUT -> Set.of("RandomUniform", "L2Loss", "Maximum", "ApplyAdam");
     };
   }
 }
