@@ -131,9 +131,9 @@ final class LmsOptions {
       description = "Scheduling step before planning, for every --lms mode: none (default) | "
           + "postorder | dfs | list | best. AddN ops become chains that add gradients as they "
           + "arrive, and the scheduler's order is enforced with control edges where needed "
-          + "(kept only when it lowers the simulated peak; not combined with recomputation, "
-          + "which with it changed a U-Net's losses: a plan that recomputes is made without "
-          + "the schedule).")
+          + "(kept only when it lowers the simulated peak; where the graph lms4j writes would "
+          + "close a cycle through a filter gradient oneDNN merges with its bias gradient, "
+          + "the plan is made again without the schedule).")
   String scheduler;
 
   @Option(names = "--no-gradient-sums",
