@@ -13,9 +13,9 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /**
- * The levelled order puts an op made from constants alone (a dropout mask of a constant shape)
- * right before its first reader, not at the top of the step; the swap-out lms4j adds for it
- * follows it there.
+ * The levelled order puts an op made from constants alone that grappler does not fold (a dropout
+ * mask of a constant shape) right before its first reader, not at the top of the step; the
+ * swap-out lms4j adds for it follows it there.
  */
 class LevelsTest {
   private static final long KB = 1024;
@@ -65,6 +65,28 @@ class LevelsTest {
     int m = g.opOrThrow("m").id();
     assertThat(lv.level(m)).isEqualTo(lv.level(g.opOrThrow("p").id()) - 1);
     assertThat(lv.level(g.opOrThrow("lms4j/swapout/m_0").id())).isEqualTo(lv.level(m) + 1);
+  }
+
+  /**
+   * What grappler folds into a constant (a {@code Fill} of constants) keeps its level: it does
+   * not run in the step, and moving it would only shift the levels planners count distances in.
+   * A shape read of a sunk mask does not hold the mask up: it follows it.
+   */
+  @Test
+  void aFoldedOpKeepsItsLevelAndAShapeReadFollowsTheMask() {
+    DataflowGraph g = maskedChain()
+        .op("value", "Const", OpCategory.FORWARD, List.of(), Tensor.persistent(4))
+        .op("zeros", "Fill", OpCategory.FORWARD, List.of("shape", "value"), Tensor.ofBytes(KB))
+        .op("q", "AddV2", OpCategory.FORWARD, List.of("p", "zeros"), Tensor.ofBytes(KB))
+        .op("gradients/Shape", "Shape", OpCategory.BACKWARD, List.of("m"), Tensor.ofBytes(8))
+        .op("gradients/r", "Reshape", OpCategory.BACKWARD, List.of("q", "gradients/Shape"),
+            Tensor.ofBytes(KB))
+        .build();
+    Levels lv = Levels.of(g);
+    assertThat(lv.level(g.opOrThrow("zeros").id())).isEqualTo(1);
+    int m = g.opOrThrow("m").id();
+    assertThat(lv.level(m)).isEqualTo(lv.level(g.opOrThrow("p").id()) - 1);
+    assertThat(lv.level(g.opOrThrow("gradients/Shape").id())).isEqualTo(lv.level(m) + 1);
   }
 
   @Test

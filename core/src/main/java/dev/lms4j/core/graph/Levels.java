@@ -11,9 +11,9 @@ import java.util.List;
  * each other, so TensorFlow may run them in any order; the distance between a producer and a
  * consumer is the difference of their levels.
  *
- * <p>One exception to "as soon as possible": an op computed from constants alone (a
- * {@code RandomUniform} of a constant shape, as a dropout mask is written where shapes are
- * static, a {@code Fill} of zeros, and what is computed from those only) sits one level before
+ * <p>One exception to "as soon as possible": an op computed from constants alone that grappler
+ * does not fold into a constant (a {@code RandomUniform} of a constant shape, as a dropout mask
+ * is written where shapes are static, and what is computed from it only) sits one level before
  * its earliest successor instead of at the top of the graph. As soon as possible, every dropout
  * mask of an MLP was made at the start of the step and held through the whole forward pass (six
  * masks, 24 MiB of a 109 MiB step, kept alive by the order alone). Random ops keep their values:
@@ -62,8 +62,9 @@ public final class Levels {
 
   /**
    * Moves each op computed from constants alone to one level before its earliest successor
-   * (reverse topological order, so a chain of them moves as a whole), then lets the ops placed
-   * right after them follow: lms4j's own ops (a swap-out belongs right after its tensor) and
+   * (reverse topological order, so a chain of them moves as a whole; readers grappler folds, such
+   * as a {@code Shape} of it, do not hold it up), then lets the ops placed right after them
+   * follow: lms4j's own ops (a swap-out belongs right after its tensor), those folded readers and
    * whatever depends on those. Levels only grow and every op stays above its predecessors.
    *
    * @return the highest level
@@ -71,6 +72,9 @@ public final class Levels {
   private static int sinkConstantDerived(DataflowGraph g, int[] level, int max) {
     int n = g.size();
     boolean[] derived = new boolean[n];
+    // what grappler folds into constants (no random op upstream) is left where it is: it will
+    // not run in the step, and moving it would only shuffle the levels planners count in
+    boolean[] folded = g.constantFoldable();
     boolean any = false;
     int[] topo = g.topologicalOrder();
     for (int v : topo) {
@@ -85,19 +89,20 @@ public final class Levels {
         all = derived[u] || OpTypes.CONSTANTS.contains(g.op(u).type());
       }
       derived[v] = all;
-      any |= all;
+      any |= all && !folded[v];
     }
     if (!any) {
       return max;
     }
     for (int k = topo.length - 1; k >= 0; k--) {
       int v = topo[k];
-      if (!derived[v]) {
+      if (!derived[v] || folded[v]) {
         continue;
       }
       int l = Integer.MAX_VALUE;
       for (int s : g.successors(v)) {
-        if (!g.op(s).name().startsWith(OpTypes.LMS_PREFIX)) {
+        // a shape read of it is folded too, and a swap-out of it follows it
+        if (!folded[s] && !g.op(s).name().startsWith(OpTypes.LMS_PREFIX)) {
           l = Math.min(l, level[s] - 1);
         }
       }
