@@ -251,6 +251,42 @@ class ProbeTest {
   }
 
   /**
+   * Where the planner refuses at 0.95 too, its plan with no margin (the whole budget) is probed:
+   * the probe is the margin. The corpus MLP with dropout (bench size; TensorFlow needs 111 MiB)
+   * at 50 MiB: the hybrid planner's lowest simulated peak, 49 MiB, is above 50 x 0.95, so auto
+   * refuses at 0.95; its plan at 1.0 (predicted 50.0 MiB) traced 46.9 MiB on 2026-12-02 (the
+   * model over-predicts this graph) and trains with the unbudgeted run's losses. At 48 MiB,
+   * where no plan is made at any ratio, the refusal names the no-margin estimate, checked: a
+   * plan for it trains (before, the 0.95 figure, 53 MiB, was named).
+   */
+  @Test
+  void whereTheSmallerMarginIsRefusedThePlanWithNoMarginIsProbed() throws Exception {
+    TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.MLP_DROPOUT
+        .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
+    long budget = 50 * MIB;
+    Lms auto = Lms.builder().budget(budget).memRatio(LmsBuilder.ORDERED_MEM_RATIO).build();
+    assertThatThrownBy(() -> auto.rewrite(tg)).isInstanceOf(PlanningException.class);
+    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
+        LmsBuilder.ORDERED_MEM_RATIO));
+    assertThat(o.trains()).as(o.message()).isTrue();
+    assertThat(o.attempts().get(0).memRatio()).isEqualTo(1.0);
+    assertThat(o.attempts().get(0).predictedPeakBytes()).isGreaterThan((long) (0.95 * budget));
+    assertThat(o.result().rewritten()).isTrue();
+    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(on.toString()).isTrue();
+    assertThat(on.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
+
+    long less = 48 * MIB;
+    Probe.Outcome refused = Probe.closeLoop(tg, Lms.builder().budget(less)
+        .memRatio(LmsBuilder.ORDERED_MEM_RATIO).build(), Probe.Options.of(less,
+        LmsBuilder.ORDERED_MEM_RATIO));
+    assertThat(refused.verdict()).as(refused.message()).isEqualTo(Probe.Verdict.REFUSED);
+    assertThat(refused.smallestBudgetBytes()).isBetween(49 * MIB, 52 * MIB);
+    assertThat(refused.message()).contains("checked: a plan for");
+  }
+
+  /**
    * When the first plan runs out of memory, the other modes' plans for the same budget are
    * probed before the limit is lowered. LeNet (batch 100) at 88 MiB: the first "plan" is the
    * unmodified graph (runs out of memory there, TensorFlow needs ~101 MiB); the alternatives are

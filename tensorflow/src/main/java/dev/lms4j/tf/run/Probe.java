@@ -82,6 +82,15 @@ public final class Probe {
    * 87.2 MiB, and under a limit 2% tighter too).
    */
   public static final double PROBED_MEM_RATIO = LmsBuilder.ORDERED_MEM_RATIO;
+  /**
+   * The memory ratio of the last plan tried where the planner refuses the budget at the smaller
+   * margin too: 1.0, the whole budget. The probe is the margin there: the plan passes only where
+   * it trained under the budget leaving {@link #HEADROOM} free, and is re-planned lower where it
+   * ran out of memory. The model mostly over-predicts: the corpus encoder's plans at their
+   * smallest budgets were predicted at 54.2-55.7 MiB and traced 49.2-50.8
+   * ({@code docs/bench/corpus-chain-default.md}, {@code corpus-edge-margin.md}).
+   */
+  static final double NO_MARGIN = 1.0;
   /** The planning limit is lowered by at least this share of the budget on each re-plan. */
   private static final double MIN_STEP = 0.02;
   /**
@@ -340,44 +349,60 @@ public final class Probe {
       plan = planner.plan(new Budget(budget, ratio));
     } catch (PlanningException refused) {
       // the memory ratio is margin for what the model misses; the probe measures that miss, so
-      // where the planner refuses at the first ratio a plan at a smaller margin is probed too
-      // (the tries below lower its limit again if it runs out of memory)
-      if (ratio >= LmsBuilder.ORDERED_MEM_RATIO) {
-        return refusedAtFirst(tg, planner, alternatives, o, attempts, refused);
-      }
-      try {
-        plan = closerPlan(planner, budget, ratio, refused);
-      } catch (PlanningException again) {
-        // its smallest budget is the lower one, and the one a plan there is checked at
-        return refusedAtFirst(tg, planner, alternatives, o, attempts, again);
+      // where the planner refuses at the first ratio a plan at a smaller margin is probed too,
+      // and where it refuses that, a plan with no margin at all (the tries below lower its
+      // limit again if it runs out of memory; a plan passes only on what its probe measured)
+      PlanningException why = refused;
+      plan = null;
+      if (ratio < LmsBuilder.ORDERED_MEM_RATIO) {
+        try {
+          plan = closerPlan(planner, budget, ratio, LmsBuilder.ORDERED_MEM_RATIO, refused);
+        } catch (PlanningException again) {
+          // its smallest budget is the lower one, and the one a plan there is checked at
+          why = again;
+        }
+        if (plan == null && why == refused) {
+          return refusedAtFirst(tg, planner, alternatives, o, attempts, refused);
+        }
+        ratio = LmsBuilder.ORDERED_MEM_RATIO;
       }
       if (plan == null) {
-        return refusedAtFirst(tg, planner, alternatives, o, attempts, refused);
+        if (ratio >= NO_MARGIN) {
+          return refusedAtFirst(tg, planner, alternatives, o, attempts, why);
+        }
+        try {
+          plan = closerPlan(planner, budget, ratio, NO_MARGIN, why);
+        } catch (PlanningException none) {
+          // its smallest budget is the lowest, and the one a plan there is checked at
+          return refusedAtFirst(tg, planner, alternatives, o, attempts, none);
+        }
+        if (plan == null) {
+          return refusedAtFirst(tg, planner, alternatives, o, attempts, why);
+        }
+        ratio = NO_MARGIN;
       }
-      ratio = LmsBuilder.ORDERED_MEM_RATIO;
     }
     return probeAndReplan(tg, planner, alternatives, o, attempts, plan, ratio);
   }
 
   /**
-   * The planner's plan at {@link LmsBuilder#ORDERED_MEM_RATIO} where it refused {@code budget}
-   * at {@code ratio}, or null where it leaves the graph as given there. Measured on the corpus
-   * U-Net (bench size, 33 MiB without LMS): at 14 MiB auto refuses at ratio 0.8 (its lowest
-   * simulated peak, 12.4 MiB, is above 11.2) and its plan at 0.95 trains (traced 13.2 MiB).
+   * The planner's plan at {@code closer} where it refused {@code budget} at {@code ratio}, or
+   * null where it leaves the graph as given there. Measured on the corpus U-Net (bench size, 33
+   * MiB without LMS): at 14 MiB auto refuses at ratio 0.8 (its lowest simulated peak, 12.4 MiB,
+   * is above 11.2) and its plan at 0.95 trains (traced 13.2 MiB).
    *
    * @throws PlanningException where the planner refuses the budget at that ratio too
    */
-  private static LmsResult closerPlan(Planner planner, long budget, double ratio,
+  private static LmsResult closerPlan(Planner planner, long budget, double ratio, double closer,
       PlanningException refused) {
-    LmsResult r = planner.plan(new Budget(budget, LmsBuilder.ORDERED_MEM_RATIO));
+    LmsResult r = planner.plan(new Budget(budget, closer));
     if (!r.rewritten() && r.scheduling() == null) {
       return null;
     }
     LOG.info("[LMS][probe] The planner refuses {} MiB at memory ratio {} ({}); its plan at {} "
         + "(predicted peak {}) is probed instead", Budget.mib(budget),
         String.format(Locale.ROOT, "%.2f", ratio), refused.getMessage(),
-        String.format(Locale.ROOT, "%.2f", LmsBuilder.ORDERED_MEM_RATIO),
-        mib(r.predictedPeakAfter()));
+        String.format(Locale.ROOT, "%.2f", closer), mib(r.predictedPeakAfter()));
     return r;
   }
 
@@ -761,19 +786,23 @@ public final class Probe {
    */
   private static String planAndRun(TrainingGraph tg, Planner planner, Options o, long mib,
       List<GraphDef> seen) {
-    LmsResult p;
-    try {
-      p = planner.plan(new Budget(mib << 20, o.memRatio()));
-    } catch (PlanningException e) {
-      if (o.memRatio() >= LmsBuilder.ORDERED_MEM_RATIO) {
-        return "the planner refuses " + mib + " MiB too";
+    LmsResult p = null;
+    // as closeLoop: where the first ratio is refused, the plan at the smaller margin, then at
+    // none
+    double tried = 0;
+    for (double ratio : new double[] {o.memRatio(), LmsBuilder.ORDERED_MEM_RATIO, NO_MARGIN}) {
+      if (p != null || ratio <= tried) {
+        continue;
       }
-      // as closeLoop: where the first ratio is refused, the plan at the smaller margin
+      tried = ratio;
       try {
-        p = planner.plan(new Budget(mib << 20, LmsBuilder.ORDERED_MEM_RATIO));
-      } catch (PlanningException again) {
-        return "the planner refuses " + mib + " MiB too";
+        p = planner.plan(new Budget(mib << 20, ratio));
+      } catch (PlanningException e) {
+        LOG.debug("[LMS][probe] {} MiB at memory ratio {}: {}", mib, ratio, e.getMessage());
       }
+    }
+    if (p == null) {
+      return "the planner refuses " + mib + " MiB too";
     }
     if (seen.contains(p.graphDef())) {
       return "the same plan for " + mib + " MiB again";
