@@ -36,15 +36,32 @@ public final class Levels {
     int n = g.size();
     int[] level = new int[n];
     int max = 0;
-    for (int v : g.topologicalOrder()) {
+    int[] topo = g.topologicalOrder();
+    // ops computed from constants alone (see sinkConstantDerived), and whether one of them may
+    // escape grappler's folding: where none can, nothing moves, and the rest is skipped
+    boolean[] derived = new boolean[n];
+    boolean unfolded = false;
+    for (int v : topo) {
       int l = 0;
-      for (int i = 0, n2 = g.predecessorCount(v); i < n2; i++) {
-        l = Math.max(l, level[g.predecessor(v, i)] + 1);
+      int np = g.predecessorCount(v);
+      boolean all = np > 0;
+      for (int i = 0; i < np; i++) {
+        int u = g.predecessor(v, i);
+        l = Math.max(l, level[u] + 1);
+        all = all && (derived[u] || OpTypes.CONSTANTS.contains(g.op(u).type()));
       }
       level[v] = l;
       max = Math.max(max, l);
+      Op op = g.op(v);
+      if (all && !OpTypes.isResident(op.type()) && !op.name().startsWith(OpTypes.LMS_PREFIX)) {
+        derived[v] = true;
+        unfolded |= (OpTypes.isRandomOrStateful(op.type()) || op.inputs().isEmpty())
+            && !OpTypes.CONSTANTS.contains(op.type()) && !OpTypes.SHAPE_ONLY.contains(op.type());
+      }
     }
-    max = sinkConstantDerived(g, level, max);
+    if (unfolded) {
+      max = sinkConstantDerived(g, topo, derived, level, max);
+    }
     int[] count = new int[n == 0 ? 0 : max + 1];
     for (int l : level) {
       count[l]++;
@@ -66,30 +83,19 @@ public final class Levels {
    * as a {@code Shape} of it, do not hold it up), then lets the ops placed right after them
    * follow: lms4j's own ops (a swap-out belongs right after its tensor), those folded readers and
    * whatever depends on those. Levels only grow and every op stays above its predecessors.
+   * Called only where one of the {@code derived} ops may escape folding (a random or stateful
+   * op, or one with no data input): otherwise every one of them is folded and nothing moves.
    *
    * @return the highest level
    */
-  private static int sinkConstantDerived(DataflowGraph g, int[] level, int max) {
-    int n = g.size();
-    boolean[] derived = new boolean[n];
+  private static int sinkConstantDerived(DataflowGraph g, int[] topo, boolean[] derived,
+      int[] level, int max) {
     // what grappler folds into constants (no random op upstream) is left where it is: it will
     // not run in the step, and moving it would only shuffle the levels planners count in
     boolean[] folded = g.constantFoldable();
     boolean any = false;
-    int[] topo = g.topologicalOrder();
     for (int v : topo) {
-      int np = g.predecessorCount(v);
-      Op op = g.op(v);
-      if (np == 0 || OpTypes.isResident(op.type()) || op.name().startsWith(OpTypes.LMS_PREFIX)) {
-        continue;
-      }
-      boolean all = true;
-      for (int i = 0; i < np && all; i++) {
-        int u = g.predecessor(v, i);
-        all = derived[u] || OpTypes.CONSTANTS.contains(g.op(u).type());
-      }
-      derived[v] = all;
-      any |= all && !folded[v];
+      any |= derived[v] && !folded[v];
     }
     if (!any) {
       return max;
