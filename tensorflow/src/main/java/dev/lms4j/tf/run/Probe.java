@@ -354,32 +354,24 @@ public final class Probe {
       // limit again if it runs out of memory; a plan passes only on what its probe measured)
       PlanningException why = refused;
       plan = null;
-      if (ratio < LmsBuilder.ORDERED_MEM_RATIO) {
+      for (double closer : closerRatios(ratio)) {
         try {
-          plan = closerPlan(planner, budget, ratio, LmsBuilder.ORDERED_MEM_RATIO, refused);
+          plan = closerPlan(planner, budget, ratio, closer, why);
         } catch (PlanningException again) {
           // its smallest budget is the lower one, and the one a plan there is checked at
           why = again;
-        }
-        if (plan == null && why == refused) {
-          return refusedAtFirst(tg, planner, alternatives, o, attempts, refused);
-        }
-        ratio = LmsBuilder.ORDERED_MEM_RATIO;
-      }
-      if (plan == null) {
-        if (ratio >= NO_MARGIN) {
-          return refusedAtFirst(tg, planner, alternatives, o, attempts, why);
-        }
-        try {
-          plan = closerPlan(planner, budget, ratio, NO_MARGIN, why);
-        } catch (PlanningException none) {
-          // its smallest budget is the lowest, and the one a plan there is checked at
-          return refusedAtFirst(tg, planner, alternatives, o, attempts, none);
+          ratio = closer;
+          continue;
         }
         if (plan == null) {
+          // the graph as given at that ratio: probed at the end, against the last refusal
           return refusedAtFirst(tg, planner, alternatives, o, attempts, why);
         }
-        ratio = NO_MARGIN;
+        ratio = closer;
+        break;
+      }
+      if (plan == null) {
+        return refusedAtFirst(tg, planner, alternatives, o, attempts, why);
       }
     }
     return probeAndReplan(tg, planner, alternatives, o, attempts, plan, ratio);
@@ -404,6 +396,16 @@ public final class Probe {
         String.format(Locale.ROOT, "%.2f", ratio), refused.getMessage(),
         String.format(Locale.ROOT, "%.2f", closer), mib(r.predictedPeakAfter()));
     return r;
+  }
+
+  /**
+   * The memory ratios tried, in order, where the planner refuses a budget at {@code first}: the
+   * smaller margin ({@link LmsBuilder#ORDERED_MEM_RATIO}) and then none ({@link #NO_MARGIN}),
+   * each only where it is above {@code first}.
+   */
+  private static double[] closerRatios(double first) {
+    return java.util.stream.DoubleStream.of(LmsBuilder.ORDERED_MEM_RATIO, NO_MARGIN)
+        .filter(r -> r > first).toArray();
   }
 
   /** Where the planner refuses the budget: the unmodified graph is probed, or it is refused. */
@@ -789,12 +791,9 @@ public final class Probe {
     LmsResult p = null;
     // as closeLoop: where the first ratio is refused, the plan at the smaller margin, then at
     // none
-    double tried = 0;
-    for (double ratio : new double[] {o.memRatio(), LmsBuilder.ORDERED_MEM_RATIO, NO_MARGIN}) {
-      if (p != null || ratio <= tried) {
-        continue;
-      }
-      tried = ratio;
+    double[] closer = closerRatios(o.memRatio());
+    for (int i = -1; i < closer.length && p == null; i++) {
+      double ratio = i < 0 ? o.memRatio() : closer[i];
       try {
         p = planner.plan(new Budget(mib << 20, ratio));
       } catch (PlanningException e) {
