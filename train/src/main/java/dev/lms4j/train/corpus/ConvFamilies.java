@@ -8,13 +8,14 @@ import org.tensorflow.Operand;
 import org.tensorflow.Output;
 import org.tensorflow.TensorFlow;
 import org.tensorflow.framework.optimizers.Momentum;
+import org.tensorflow.framework.optimizers.RMSProp;
 import org.tensorflow.ndarray.Shape;
 import org.tensorflow.op.Ops;
 import org.tensorflow.op.nn.Conv2dBackpropInput;
 import org.tensorflow.op.nn.FusedBatchNorm;
 import org.tensorflow.types.TFloat32;
 
-/** The convolutional families: ResNet-style, DenseNet-style and a 2D U-Net. */
+/** The convolutional families: ResNet-style, DenseNet-style, a 2D U-Net and MobileNet-style. */
 final class ConvFamilies {
   private static final List<Long> STRIDE_1 = List.of(1L, 1L, 1L, 1L);
   private static final List<Long> STRIDE_2 = List.of(1L, 2L, 2L, 1L);
@@ -143,6 +144,60 @@ final class ConvFamilies {
       Operand<TFloat32> y = conv(n, "head", h, 1, c, 1);
       Operand<TFloat32> loss = n.mseLoss(y, target);
       return n.finish(n.updates(loss, n.params(), Net.Update.SGD, 0.01f));
+    }
+  }
+
+  /**
+   * A MobileNetV2-style CNN: a stride-2 3x3 stem, then inverted residual blocks (a 1x1
+   * expansion by {@code expand}, a 3x3 depthwise convolution ({@code DepthwiseConv2dNative}),
+   * each with batch norm in training mode and ReLU6, and a linear 1x1 projection with batch
+   * norm; a residual add where the block keeps its stride and width), a global mean pool and a
+   * dense layer to 10 classes; trained with {@code org.tensorflow.framework.optimizers.RMSProp}
+   * with momentum, as MobileNets are, on ref variables. Each block's expanded maps are
+   * {@code expand} times its input and are read again by the backward pass (the depthwise
+   * filter gradient, the batch-norm gradients, {@code Relu6Grad}).
+   */
+  static TrainingGraph mobilenet(boolean small, long seed) {
+    return small ? mobilenet(4, 16, 8, new int[][] {{8, 1}, {12, 2}, {12, 1}}, 4, seed)
+        : mobilenet(16, 64, 16, new int[][] {{16, 1}, {24, 2}, {24, 1}, {32, 2}, {32, 1},
+            {64, 2}, {64, 1}}, 6, seed);
+  }
+
+  /**
+   * The MobileNet at a given batch, image side, stem width, blocks ({@code {width, stride}}
+   * each) and expansion factor.
+   */
+  static TrainingGraph mobilenet(int batch, int side, int stem, int[][] blocks, int expand,
+      long seed) {
+    try (Net n = new Net(Net.Vars.REF, seed)) {
+      Ops tf = n.tf;
+      Operand<TFloat32> x = n.input("x", Shape.of(batch, side, side, 3), "normal");
+      Operand<TFloat32> labels = n.input("labels", Shape.of(batch, 10), "onehot");
+      Net.Param sw = n.he("stem_w", Shape.of(3, 3, 3, stem), 27);
+      Operand<TFloat32> h = tf.nn.relu6(batchNorm(n, "stem_bn",
+          tf.nn.conv2d(x, sw.value(), STRIDE_2, "SAME"), stem));
+      int c = stem;
+      for (int b = 0; b < blocks.length; b++) {
+        String p = "mb" + b;
+        int out = blocks[b][0];
+        int wide = c * expand;
+        Net.Param ew = n.he(p + "_expand_w", Shape.of(1, 1, c, wide), c);
+        Operand<TFloat32> r = tf.nn.relu6(batchNorm(n, p + "_expand_bn",
+            tf.nn.conv2d(h, ew.value(), STRIDE_1, "SAME"), wide));
+        Net.Param dw = n.he(p + "_dw_w", Shape.of(3, 3, wide, 1), 9);
+        r = tf.nn.relu6(batchNorm(n, p + "_dw_bn", tf.nn.depthwiseConv2dNative(r, dw.value(),
+            blocks[b][1] == 2 ? STRIDE_2 : STRIDE_1, "SAME"), wide));
+        Net.Param pw = n.he(p + "_project_w", Shape.of(1, 1, wide, out), wide);
+        r = batchNorm(n, p + "_project_bn", tf.nn.conv2d(r, pw.value(), STRIDE_1, "SAME"), out);
+        h = blocks[b][1] == 1 && out == c ? tf.math.add(h, r) : r;
+        c = out;
+      }
+      Operand<TFloat32> pooled = tf.math.mean(h, tf.constant(new int[] {1, 2}));
+      Operand<TFloat32> logits = n.dense(pooled, "logits", c, 10);
+      Operand<TFloat32> loss = n.softmaxLoss(logits, labels);
+      // variable names hold no '/': the framework's slot names would be invalid
+      new RMSProp(n.graph, 0.01f, 0.9f, 0.9f, 1.0f, false).minimize(loss, "train_op");
+      return n.finishInitOnly();
     }
   }
 

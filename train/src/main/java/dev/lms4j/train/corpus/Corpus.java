@@ -70,6 +70,10 @@ public final class Corpus {
     /** 2D U-Net with transposed convolutions and skip concats. */
     UNET("unet", "2D U-Net: max-pool down, transposed-conv (Conv2DBackpropInput) up, skip "
         + "concats, MSE loss; ApplyGradientDescent"),
+    /** MobileNetV2-style inverted residual blocks, trained with the framework's RMSProp. */
+    MOBILENET("mobilenet", "MobileNetV2-style CNN: 1x1 expansion, 3x3 depthwise convolution "
+        + "(DepthwiseConv2dNative), linear 1x1 projection, FusedBatchNormV3 and ReLU6, residual "
+        + "adds; ref variables, tensorflow-framework RMSProp with momentum"),
     /** An MLP with dropout in the step and gradients clipped by global norm. */
     MLP_DROPOUT("mlp-dropout", "MLP with dropout after every hidden layer (seeded "
         + "RandomUniform in the step), gradients clipped by global norm (every gradient alive "
@@ -134,6 +138,7 @@ public final class Corpus {
             small, seed);
         case EMBEDDING_RESOURCE -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.RESOURCE,
             small, seed);
+        case MOBILENET -> ConvFamilies.mobilenet(small, seed);
         case MLP_DROPOUT -> RegularizedFamilies.mlpDropout(small, seed);
         case INIT_HEAVY -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.INIT_HEAVY, small,
             seed);

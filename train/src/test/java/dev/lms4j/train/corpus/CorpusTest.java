@@ -89,6 +89,8 @@ class CorpusTest {
           "ResourceApplyMomentum");
       case DENSENET -> Set.of("ConcatV2", "ApplyMomentum");
       case UNET -> Set.of("Conv2DBackpropInput", "ConcatV2", "MaxPoolV2");
+      case MOBILENET -> Set.of("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
+          "Relu6", "Relu6Grad", "FusedBatchNormV3", "ApplyRMSProp");
       case MLP_DROPOUT -> Set.of("RandomUniform", "L2Loss", "Maximum", "ApplyAdam");
     };
   }
