@@ -120,6 +120,29 @@ public final class CorpusBench {
     return run(name, families, size, resolution, append, false, outDir, out);
   }
 
+  /** The command line that runs what {@link #run} was given, as the result files record it. */
+  static String command(String name, List<Corpus.Family> families, Corpus.Size size,
+      double resolution, boolean append, boolean serialOrder) {
+    String sz = size.name().toLowerCase(Locale.ROOT);
+    StringBuilder c = new StringBuilder("./lms4j bench --suite corpus");
+    if (!sz.equals("bench")) {
+      c.append(" --size ").append(sz);
+    }
+    if (!families.equals(Corpus.families())) {
+      c.append(" --families ").append(String.join(",",
+          families.stream().map(Corpus.Family::label).toList()));
+    }
+    c.append(String.format(Locale.ROOT, " --resolution %s", resolution));
+    if (!name.equals(sz)) {
+      c.append(" --tag ").append(name);
+    }
+    if (append) {
+      c.append(" --append");
+    }
+    c.append(serialOrder ? " --serial-order" : " --no-serial-order");
+    return c.toString();
+  }
+
   /**
    * As above; with {@code serialOrder}, every lms4j mode rewrites with
    * {@code LmsBuilder.serialOrder(true)} (the rewritten graphs run in one fixed order, as run and
@@ -150,8 +173,8 @@ public final class CorpusBench {
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench-corpus/1").put("suite", "corpus")
         .put("machine", Machine.describe())
-        .put("command", "./lms4j bench --suite corpus"
-            + (serialOrder ? " --serial-order" : "")).put("serial_order", serialOrder)
+        .put("command", command(name, families, size, resolution, append, serialOrder))
+        .put("serial_order", serialOrder)
         .put("size", size.name().toLowerCase(Locale.ROOT))
         .put("resolution", resolution).put("steps_per_probe", STEPS);
     ArrayNode rows = root.putArray("families");

@@ -73,7 +73,43 @@ public final class Fidelity {
    * @param label how the tables name it
    * @param build builds it
    */
-  public record Case(String label, GraphSource build) {}
+  /**
+   * One graph: its label in the tables, how it is built, and the {@code bench} options that
+   * select it ({@code --model M --batch B}, {@code --families F --size S}).
+   */
+  public record Case(String label, GraphSource build, String flags) {}
+
+  /**
+   * The command a graph suite's result files record: the suite's own where it measured its
+   * defaults, else followed by the graphs it was given ({@code --model} / {@code --families}).
+   */
+  static String command(String suite, List<Case> cases, List<Case> defaults) {
+    String c = "./lms4j bench --suite " + suite;
+    if (cases.stream().map(Case::label).toList()
+        .equals(defaults.stream().map(Case::label).toList())) {
+      return c;
+    }
+    // the command line takes one --model and one list of families at one --size
+    StringBuilder b = new StringBuilder(c);
+    List<String> families = new ArrayList<>();
+    String size = null;
+    for (Case k : cases) {
+      if (k.flags().startsWith("--families ")) {
+        String[] f = k.flags().split(" ");
+        families.add(f[1]);
+        size = f[3];
+      } else {
+        b.append(' ').append(k.flags());
+      }
+    }
+    if (!families.isEmpty()) {
+      b.append(" --families ").append(String.join(",", families));
+      if (!size.equals("bench")) {
+        b.append(" --size ").append(size);
+      }
+    }
+    return b.toString();
+  }
 
   /** Builds a training graph. */
   public interface GraphSource {
@@ -89,14 +125,18 @@ public final class Fidelity {
   /** A zoo model at a batch size with model options ({@code -o key=value}). */
   public static Case zoo(String model, int batch, Map<String, String> options) {
     String opts = options.isEmpty() ? "" : " " + new java.util.TreeMap<>(options);
+    StringBuilder flags = new StringBuilder("--model " + model + " --batch " + batch);
+    new java.util.TreeMap<>(options).forEach((k, v) -> flags.append(" -o ").append(k)
+        .append('=').append(v));
     return new Case(model + " b" + batch + opts, () -> ModelZoo.getOrThrow(model).build(batch,
-        options));
+        options), flags.toString());
   }
 
   /** A corpus family. */
   public static Case corpus(String family, Corpus.Size size) {
-    return new Case(family + " (" + size.name().toLowerCase(Locale.ROOT) + ")",
-        () -> Corpus.getOrThrow(family).build(size, 42));
+    String sz = size.name().toLowerCase(Locale.ROOT);
+    return new Case(family + " (" + sz + ")", () -> Corpus.getOrThrow(family).build(size, 42),
+        "--families " + family + " --size " + sz);
   }
 
   /** The default set: a handful of zoo models and corpus families. */
@@ -115,7 +155,7 @@ public final class Fidelity {
     Files.createDirectories(outDir);
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench-fidelity/1").put("suite", "fidelity")
-        .put("machine", Machine.describe()).put("command", "./lms4j bench --suite fidelity")
+        .put("machine", Machine.describe()).put("command", command("fidelity", cases, defaults()))
         .put("steps_per_probe", STEPS).put("resolution", RESOLUTION)
         .put("plan_fractions", java.util.Arrays.toString(PLAN_FRACTIONS));
     ArrayNode rows = root.putArray("graphs");

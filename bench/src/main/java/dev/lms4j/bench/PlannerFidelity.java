@@ -259,7 +259,7 @@ public final class PlannerFidelity {
     Files.createDirectories(outDir);
     root.put("schema", "lms4j-bench-fidelity-planners/1").put("suite", "fidelity-planners")
         .put("machine", Machine.describe())
-        .put("command", "./lms4j bench --suite fidelity-planners")
+        .put("command", Fidelity.command("fidelity-planners", cases, Acceptance.defaults()))
         .put("steps", STEPS).put("fractions", Arrays.toString(FRACTIONS))
         .put("modes", MODES.stream().map(LmsMode::cliName).toList().toString())
         .put("resolution", RESOLUTION).put("step", STEP)

@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.train.corpus.Corpus;
+import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** The corpus benchmark's table: fractions of TensorFlow's minimum, identity marks, failures. */
@@ -39,5 +41,17 @@ class CorpusBenchMarkdownTest {
     assertThat(md).contains("| lstm | 50.0 / 60.0 | - | 100.0 / 110.0 | 40.0 / 45.0 |");
     assertThat(md).contains("| unet | the unbudgeted run failed: boom");
     assertThat(md).contains("- lstm, swap: no budget found");
+  }
+
+  @Test
+  void recordedCommandRunsWhatWasMeasured() {
+    assertThat(CorpusBench.command("bench", Corpus.families(), Corpus.Size.BENCH, 0.08, false,
+        true)).isEqualTo("./lms4j bench --suite corpus --resolution 0.08 --serial-order");
+    assertThat(CorpusBench.command("mobilenet", List.of(Corpus.Family.MOBILENET),
+        Corpus.Size.BENCH, 0.013, false, true)).isEqualTo("./lms4j bench --suite corpus "
+        + "--families mobilenet --resolution 0.013 --tag mobilenet --serial-order");
+    assertThat(CorpusBench.command("small", List.of(Corpus.Family.LSTM, Corpus.Family.GRU),
+        Corpus.Size.SMALL, 0.1, true, false)).isEqualTo("./lms4j bench --suite corpus "
+        + "--size small --families lstm,gru --resolution 0.1 --append --no-serial-order");
   }
 }

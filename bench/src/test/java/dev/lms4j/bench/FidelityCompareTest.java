@@ -80,4 +80,20 @@ class FidelityCompareTest {
     assertThat(md).contains("| lenet b100 | no LMS | 100 MiB | 80.0 (-20%) | 95.0 (-5%) | "
         + "102.0 (+2%) |");
   }
+
+  /** The result files name the graphs a run was given as the options that select them. */
+  @Test
+  void recordedCommandNamesTheGraphsGiven() {
+    assertThat(Fidelity.command("fidelity", Fidelity.defaults(), Fidelity.defaults()))
+        .isEqualTo("./lms4j bench --suite fidelity");
+    assertThat(Fidelity.command("fidelity", List.of(Fidelity.corpus("mobilenet",
+        dev.lms4j.train.corpus.Corpus.Size.BENCH)), Fidelity.defaults()))
+        .isEqualTo("./lms4j bench --suite fidelity --families mobilenet");
+    assertThat(Fidelity.command("acceptance", List.of(
+        Fidelity.zoo("resnet50", 8, java.util.Map.of("width", "16", "image", "32")),
+        Fidelity.corpus("lstm", dev.lms4j.train.corpus.Corpus.Size.SMALL),
+        Fidelity.corpus("gru", dev.lms4j.train.corpus.Corpus.Size.SMALL)), Fidelity.defaults()))
+        .isEqualTo("./lms4j bench --suite acceptance --model resnet50 --batch 8 -o image=32 "
+            + "-o width=16 --families lstm,gru --size small");
+  }
 }
