@@ -71,7 +71,8 @@ public final class Acceptance {
     Files.createDirectories(outDir);
     ObjectNode root = JSON.createObjectNode();
     root.put("schema", "lms4j-bench-acceptance/1").put("suite", "acceptance")
-        .put("machine", Machine.describe()).put("command", Fidelity.command("acceptance", cases, defaults()))
+        .put("machine", Machine.describe())
+        .put("command", Fidelity.command("acceptance", cases, defaults()))
         .put("steps", STEPS).put("fractions", java.util.Arrays.toString(FRACTIONS))
         .put("ratios", java.util.Arrays.toString(RATIOS));
     ArrayNode rows = root.putArray("rows");

@@ -190,11 +190,7 @@ class CorpusUnderBudgetTest {
     long budget = 30 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
-    for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS)) {
-      LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
-      assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
-      BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
-    }
+    eachPlansAndTrains(tg, budget, reference, LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS);
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
         .rewrite(tg)).isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget");
@@ -281,11 +277,7 @@ class CorpusUnderBudgetTest {
     long budget = 60 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
-    for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP)) {
-      LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
-      assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
-      BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
-    }
+    eachPlansAndTrains(tg, budget, reference, LmsMode.AUTO, LmsMode.SWAP);
     Lms tflms = Lms.builder().budget(budget).mode(LmsMode.TFLMS).build();
     Probe.Outcome o = Probe.closeLoop(tg, tflms, Probe.Options.of(budget,
         tflms.budget().memRatio()));
@@ -303,6 +295,16 @@ class CorpusUnderBudgetTest {
       assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
           .rewrite(tg)).isInstanceOf(PlanningException.class)
           .hasMessageContaining("smallest budget");
+    }
+  }
+
+  /** Each mode plans for {@code budget} (a plan is needed) and trains with the reference losses. */
+  private static void eachPlansAndTrains(TrainingGraph tg, long budget, double[] reference,
+      LmsMode... modes) throws Exception {
+    for (LmsMode mode : modes) {
+      LmsResult lr = Lms.builder().budget(budget).mode(mode).build().rewrite(tg);
+      assertThat(lr.memoryPlan().needed()).as(mode.cliName()).isTrue();
+      BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
     }
   }
 
