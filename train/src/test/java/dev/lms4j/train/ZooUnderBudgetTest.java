@@ -48,8 +48,11 @@ class ZooUnderBudgetTest {
    * Off the OOM edge: each budget is at least this far below the unbudgeted peak measured in
    * the same test (BFC budgets flip by 1-2 MiB between runs), so the run without LMS clearly
    * runs out of memory; the plans keep their memory ratio's room (10-20%) on the other side.
+   * It was 0.08 until a CI machine of another CPU (its oneDNN kernels differ) measured unet3d's
+   * peak at 25.8 MiB, where this EPYC measures 26.9 in every run: 24 MiB is 7% below it, still
+   * 1.8 MiB off the edge, and the run without LMS must still run out of memory (checked).
    */
-  private static final double MARGIN = 0.08;
+  private static final double MARGIN = 0.05;
   /** The memory ratio the recomputation plans aim at (see the class comment). */
   private static final double REMAT_RATIO = 0.85;
   private static final java.util.Set<String> CONVOLUTIONAL = java.util.Set.of("resnet", "lenet",
