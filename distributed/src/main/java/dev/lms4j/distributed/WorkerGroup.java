@@ -111,7 +111,8 @@ public final class WorkerGroup {
     ObjectMapper json = new ObjectMapper();
     try {
       for (int t = 0; t < n; t++) {
-        List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC", "-cp",
+        List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
+            WorkerProcess.errorFileOption(), "-cp",
             System.getProperty("java.class.path"), mainClass));
         cmd.addAll(argsPerTask.get(t));
         ProcessBuilder pb = new ProcessBuilder(cmd);

@@ -6,6 +6,7 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayDeque;
@@ -77,7 +78,7 @@ public final class WorkerProcess {
       throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
-        "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(), "-cp",
+        errorFileOption(), "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(), "-cp",
         System.getProperty("java.class.path"), WorkerMain.class.getName(), mainClass));
     cmd.addAll(args);
     ProcessBuilder pb = new ProcessBuilder(cmd);
@@ -172,8 +173,29 @@ public final class WorkerProcess {
       if (msg.length() > 2000) {
         msg = msg.substring(0, 2000) + "...";
       }
+      Path report = crashReport(p.pid());
+      if (report != null) {
+        msg += "; JVM crash report: " + report;
+      }
     }
     return new Outcome(false, true, code, msg);
+  }
+
+  /**
+   * The JVM option that sends a worker's crash report ({@code hs_err_pid<pid>.log}, written when
+   * a native kernel segfaults, as oneDNN can after an OOM) to the temporary directory instead
+   * of the user's working directory.
+   */
+  public static String errorFileOption() {
+    return "-XX:ErrorFile=" + Path.of(System.getProperty("java.io.tmpdir"),
+        "lms4j-worker-hs_err_pid%p.log");
+  }
+
+  /** The crash report a worker with this pid left ({@link #errorFileOption}), or null. */
+  public static Path crashReport(long pid) {
+    Path report = Path.of(System.getProperty("java.io.tmpdir"),
+        "lms4j-worker-hs_err_pid" + pid + ".log");
+    return Files.isRegularFile(report) ? report : null;
   }
 
   /** Stops a worker when this JVM shuts down (SIGINT, SIGTERM, System.exit elsewhere). */

@@ -3,10 +3,18 @@ package dev.lms4j.tf.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Set;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -14,7 +22,8 @@ import org.junit.jupiter.api.Test;
  * worker mains (no TensorFlow) in place of {@link StepWorker}: a hard exit and a kill by a
  * signal are failed runs carrying the worker's last lines; a hang ends at the timeout with the
  * worker stopped; the allocator's "ran out of memory trying to allocate" line stops a worker at
- * once and is reported as an OOM, while the same line marked "not a failure" is ignored; event
+ * once and is reported as an OOM, while the same line marked "not a failure" is ignored; a native
+ * crash leaves its JVM report in the temporary directory, named in the message; event
  * lines reach the event consumer and nothing else does.
  */
 class WorkerProcessFaultsTest {
@@ -46,6 +55,16 @@ class WorkerProcessFaultsTest {
           Thread.sleep(60_000);
         }
         case "hang" -> Thread.sleep(Long.MAX_VALUE);
+        case "segv" -> {
+          // a native crash, as a TensorFlow kernel's after a failed allocation: the JVM writes
+          // its hs_err report and dies with SIGABRT
+          System.err.println("about to write through a null pointer");
+          System.err.flush();
+          java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+          f.setAccessible(true);
+          ((sun.misc.Unsafe) f.get(null)).putAddress(0L, 42L);
+          Thread.sleep(60_000);
+        }
         case "oom" -> {
           System.err.println("2026-11-24 W bfc_allocator.cc:291] Allocator (mklcpu) ran out of "
               + "memory trying to allocate 6.1MiB (rounded to 6422528)requested by op ReluGrad");
@@ -101,6 +120,37 @@ class WorkerProcessFaultsTest {
     assertThat(o.exitCode()).isEqualTo(137);
     assertThat(o.message()).startsWith("worker exited with code 137 (killed by signal 9)")
         .contains("killing myself with SIGKILL");
+  }
+
+  @Test
+  void aNativeCrashLeavesItsReportInTheTemporaryDirectoryNotTheWorkingDirectory()
+      throws Exception {
+    Path cwd = Path.of("").toAbsolutePath();
+    Set<Path> before = hsErrFiles(cwd);
+    WorkerProcess.Outcome o = run("segv", LONG, new ArrayList<>(), new ArrayList<>());
+    assertThat(o.oom()).isFalse();
+    assertThat(o.finished()).isTrue();
+    assertThat(o.exitCode()).isEqualTo(134);
+    assertThat(o.message()).startsWith("worker exited with code 134 (killed by signal 6)")
+        .contains("about to write through a null pointer");
+    Matcher m = Pattern.compile("; JVM crash report: (\\S+)$").matcher(o.message());
+    assertThat(m.find()).as(o.message()).isTrue();
+    Path report = Path.of(m.group(1));
+    try {
+      assertThat(report).isRegularFile()
+          .hasParent(Path.of(System.getProperty("java.io.tmpdir")));
+      assertThat(Files.readString(report)).contains("SIGSEGV");
+      assertThat(hsErrFiles(cwd)).as("no crash report left in " + cwd).isEqualTo(before);
+    } finally {
+      Files.deleteIfExists(report);
+    }
+  }
+
+  private static Set<Path> hsErrFiles(Path dir) throws IOException {
+    try (Stream<Path> s = Files.list(dir)) {
+      return s.filter(f -> f.getFileName().toString().startsWith("hs_err_pid"))
+          .collect(Collectors.toSet());
+    }
   }
 
   @Test
