@@ -124,6 +124,12 @@ public final class GraphImporter {
         for (int i = 0; i < op.numOutputs(); i++) {
           outs.add(resources.adjust(n, i, tensor(op, i, batchSize)));
         }
+        if (NativeSwap.SWAP_OUT.equals(n.getOp()) || NativeSwap.SWAP_OUT_ASYNC.equals(n.getOp())) {
+          // a native swap-out's output is its host copy, outside TensorFlow's allocator, as the
+          // plan's model has it: a rewritten graph imported again predicts what its plan did
+          Tensor host = outs.get(0);
+          outs.set(0, new Tensor(host.dtype(), host.shape(), 0, false));
+        }
         b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
       }
       // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of
