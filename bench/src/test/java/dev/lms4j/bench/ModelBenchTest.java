@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.lms4j.train.models.ModelZoo;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
@@ -94,12 +95,29 @@ class ModelBenchTest {
   }
 
   @Test
+  void recordedCommandRunsTheSuiteThatWasMeasured() {
+    assertThat(ModelBench.command(ModelBench.suite("quick")))
+        .isEqualTo("./lms4j bench --suite quick");
+    assertThat(ModelBench.command(ModelBench.suite("steptime")))
+        .isEqualTo("./lms4j bench --suite steptime");
+    // --model over a suite: the base suite's name with the model, its batch and its options
+    assertThat(ModelBench.command(ModelBench.forModel(ModelBench.suite("steptime"), "gpt2", 8,
+        Map.of("width", "256", "layers", "4"))))
+        .isEqualTo("./lms4j bench --suite steptime --model gpt2 --batch 8 -o layers=4 "
+            + "-o width=256");
+    assertThat(ModelBench.command(ModelBench.forModel(ModelBench.suite("quick"), "resnet18", 0,
+        Map.of()))).isEqualTo("./lms4j bench --suite quick --model resnet18 --batch "
+            + ModelZoo.getOrThrow("resnet18").defaultBatch());
+  }
+
+  @Test
   void steptimeSuiteTimesResNet50OnlyInNineRoundsAndForModelKeepsThat() {
     ModelBench.Suite s = ModelBench.suite("steptime");
     assertThat(s.rounds()).isEqualTo(9);
-    assertThat(s.fractions()).containsExactly(0.50, 0.33);
+    assertThat(s.fractions()).containsExactly(0.50, 0.33, 0.25);
     assertThat(s.methods()).containsExactly(ModelBench.Method.NONE, ModelBench.Method.TFLMS,
-        ModelBench.Method.SWAP, ModelBench.Method.REMAT_XLA, ModelBench.Method.AUTO);
+        ModelBench.Method.SWAP, ModelBench.Method.REMAT_XLA, ModelBench.Method.AUTO,
+        ModelBench.Method.AUTO_PROBE);
     assertThat(s.cases()).singleElement().satisfies(c -> {
       assertThat(c.model()).isEqualTo("resnet50");
       assertThat(c.capacity()).isFalse();

@@ -22,8 +22,9 @@ import picocli.CommandLine.Option;
             + "(ResNet-50 27, GPT-2 19: auto+probe's size searches are the slow part); smoke (an "
             + "MLP; no LMS, grappler's recomputation, tflms, auto and auto+probe) about 3. "
             + "steptime: ResNet-50's "
-            + "step times only (no LMS, tflms, swap, remat-xla, auto) at 50 and 33%% of the "
-            + "no-LMS budget, in 9 rounds, about 8 minutes.",
+            + "step times only (no LMS, tflms, swap, remat-xla, auto, auto+probe) at 50, 33 "
+            + "and 25%% of the no-LMS budget, in 9 rounds, about 15 minutes; --model for "
+            + "another model (e.g. gpt2).",
         "corpus: per corpus family (graphs built as TF Java users build them: resource "
             + "variables, framework optimizers, unrolled RNNs, embeddings, U-Net, ...), "
             + "TensorFlow's own smallest budget under each grappler memory_optimization mode "
