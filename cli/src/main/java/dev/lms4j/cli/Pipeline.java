@@ -17,6 +17,7 @@ import dev.lms4j.tf.GraphStats;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.SwapRewriter;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.Probe;
@@ -120,6 +121,8 @@ final class Pipeline {
       out.printf(Locale.ROOT, "%s: %d ops, %s of parameters, predicted peak %s -> %s%s%n",
           name, s.ops(), Sizes.mib(s.parameterBytes()), Sizes.mib(lms.predictedPeakBefore()),
           Sizes.mib(lms.predictedPeakAfter()), mode == LmsMode.OFF ? " (LMS off)"
+              : SwapRewriter.isRewritten(tg.graphDef())
+                  ? " (a graph lms4j already rewrote: not planned again)"
               : !lms.rewritten() ? " (LMS not necessary)"
               : !lms.memoryPlan().needed() && lms.scheduling() == null
                   && !lms.preRewrites().changed() ? " (no plan needed)"

@@ -320,6 +320,10 @@ class CliTest {
         "--budget", "1GiB", "--out", out.toString())).isEqualTo(0);
     var gd = GraphDefs.read(out);
     assertThat(gd.getNodeList()).anyMatch(n -> n.getName().startsWith("lms4j/swapout/"));
+    // analyzed again, the rewritten graph is not planned again, and says so
+    assertThat(run("analyze", "--graph", out.toString(), "--manifest", manifest.toString(),
+        "--budget", "1GiB")).isEqualTo(0);
+    assertThat(this.out).contains("(a graph lms4j already rewrote: not planned again)");
     Path report = dir.resolve("run.json");
     assertThat(run("run", "--graph", out.toString(), "--manifest", manifest.toString(),
         "--lms", "off", "--steps", "2", "--report", report.toString())).isEqualTo(0);
