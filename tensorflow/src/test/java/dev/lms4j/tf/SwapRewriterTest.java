@@ -6,9 +6,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.plan.PlanApplier;
-import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.plan.SwapParams;
 import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.memory.Tier;
@@ -180,8 +180,8 @@ class SwapRewriterTest {
     DataflowGraph g = model();
     SwapPlan plan = TflmsSwapPlanner.plan(g, params(Tier.HOST));
     assertThat(plan.swapOuts()).isNotEmpty();
-    long planned = MemorySimulator.simulate(PlanApplier.apply(g, plan),
-        Levels.of(PlanApplier.apply(g, plan)).schedule()).peakBytes();
+    DataflowGraph applied = PlanApplier.apply(g, plan);
+    long planned = MemorySimulator.simulate(applied, Levels.of(applied).schedule()).peakBytes();
     for (SwapRewriter.Mechanism mech : List.of(SwapRewriter.Mechanism.NATIVE,
         SwapRewriter.Mechanism.NATIVE_ASYNC)) {
       GraphDef out = SwapRewriter.rewrite(net.graphDef(), plan, Tier.HOST, null, "train_op",

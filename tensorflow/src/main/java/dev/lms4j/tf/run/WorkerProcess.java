@@ -78,8 +78,8 @@ public final class WorkerProcess {
       throws IOException {
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
-        errorFileOption(), "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(), "-cp",
-        System.getProperty("java.class.path"), WorkerMain.class.getName(), mainClass));
+        errorFileOption(), "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(),
+        "-cp", System.getProperty("java.class.path"), WorkerMain.class.getName(), mainClass));
     cmd.addAll(args);
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().put("TF_CPU_ALLOCATOR_USE_BFC", "true");
@@ -187,15 +187,17 @@ public final class WorkerProcess {
    * of the user's working directory.
    */
   public static String errorFileOption() {
-    return "-XX:ErrorFile=" + Path.of(System.getProperty("java.io.tmpdir"),
-        "lms4j-worker-hs_err_pid%p.log");
+    return "-XX:ErrorFile=" + crashReportPath("%p"); // the JVM puts the worker's pid for %p
   }
 
   /** The crash report a worker with this pid left ({@link #errorFileOption}), or null. */
-  public static Path crashReport(long pid) {
-    Path report = Path.of(System.getProperty("java.io.tmpdir"),
-        "lms4j-worker-hs_err_pid" + pid + ".log");
+  private static Path crashReport(long pid) {
+    Path report = crashReportPath(Long.toString(pid));
     return Files.isRegularFile(report) ? report : null;
+  }
+
+  private static Path crashReportPath(String pid) {
+    return Path.of(System.getProperty("java.io.tmpdir"), "lms4j-worker-hs_err_pid" + pid + ".log");
   }
 
   /** Stops a worker when this JVM shuts down (SIGINT, SIGTERM, System.exit elsewhere). */
