@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.ScratchEstimates;
 import dev.lms4j.core.graph.Tensor;
 import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.memory.MemorySimulator;
@@ -130,6 +131,41 @@ class BfcReplayTest {
     assertThat(r.regionBytes()).isEqualTo(6 * MIB);
     assertThat(BfcReplay.replay(g, order, 3 * MIB).fits()).isTrue();
     assertThat(BfcReplay.replay(g, order, 3 * MIB - 256).failedOp()).isEqualTo("a");
+  }
+
+  /**
+   * oneDNN's batch norm allocates its five per-channel outputs before y
+   * ({@link ScratchEstimates#outputAllocationOrder}). The feed x (1 MiB) takes half of the first
+   * 2 MiB region; the free half would hold y (1 MiB) exactly, but the per-channel outputs come
+   * first and split it, so y needs a region of its own: 3 MiB. With TensorFlow's own kernel, y
+   * takes the free half and the small outputs fit in a 4 KiB region beside it.
+   */
+  @Test
+  void oneDnnsBatchNormAllocatesItsPerChannelOutputsBeforeY() {
+    List<Tensor> outs = new java.util.ArrayList<>(List.of(Tensor.ofBytes(1 * MIB)));
+    for (int i = 0; i < 5; i++) {
+      outs.add(Tensor.ofBytes(64)); // 16 channels of float32
+    }
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
+        .op("bn", "FusedBatchNormV3", OpCategory.FORWARD, "", List.of("x"), outs)
+        .build();
+    int[] order = Levels.of(g).schedule();
+    ScratchEstimates.Host oneDnn = new ScratchEstimates.Host(2, 32 * MIB, true);
+    ScratchEstimates.Host own = new ScratchEstimates.Host(2, 32 * MIB, false);
+    assertThat(ScratchEstimates.outputAllocationOrder(g.opOrThrow("bn"), oneDnn))
+        .containsExactly(1, 2, 3, 4, 5, 0);
+    assertThat(ScratchEstimates.outputAllocationOrder(g.opOrThrow("bn"), own))
+        .containsExactly(0, 1, 2, 3, 4, 5);
+    assertThat(ScratchEstimates.outputAllocationOrder(g.opOrThrow("x"), oneDnn))
+        .containsExactly(0);
+    BfcReplay.Layout graphOrder = BfcReplay.Layout.GRAPH_ORDER;
+    assertThat(BfcReplay.replay(g, order, 3 * MIB, graphOrder, oneDnn).fits()).isTrue();
+    BfcReplay.Result no = BfcReplay.replay(g, order, 3 * MIB - 256, graphOrder, oneDnn);
+    assertThat(no.fits()).isFalse();
+    assertThat(no.failedOp()).isEqualTo("bn");
+    assertThat(no.failedBytes()).isEqualTo(1 * MIB);
+    assertThat(BfcReplay.replay(g, order, 2 * MIB + 4 * KIB, graphOrder, own).fits()).isTrue();
   }
 
   private static DataflowGraph runningSum(boolean keep) {
