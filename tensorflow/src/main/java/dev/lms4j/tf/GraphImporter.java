@@ -130,7 +130,8 @@ public final class GraphImporter {
           Tensor host = outs.get(0);
           outs.set(0, new Tensor(host.dtype(), host.shape(), 0, false));
         }
-        b.op(n.getName(), n.getOp(), category(n, prefix), n.getDevice(), n.getInputList(), outs);
+        b.op(n.getName(), modelType(n.getOp()), category(n, prefix), n.getDevice(),
+            n.getInputList(), outs);
       }
       // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of
       // the filter gradient's inputs are there, so the model orders it after that op (a plan
@@ -149,6 +150,21 @@ public final class GraphImporter {
       }
     }
     return b.build();
+  }
+
+  /**
+   * The model's op type for a GraphDef op type: lms4j's native swap ops become the model's own
+   * swap types ({@link OpTypes#SWAP_OUT}, {@link OpTypes#SWAP_IN}), as the plan's model has
+   * them, so the cost model prices them as transfers and the memory timeline marks them; every
+   * other type is kept.
+   */
+  static String modelType(String graphType) {
+    return switch (graphType) {
+      case NativeSwap.SWAP_OUT, NativeSwap.SWAP_OUT_ASYNC, NativeSwap.SWAP_OUT_DISK ->
+          OpTypes.SWAP_OUT;
+      case NativeSwap.SWAP_IN, NativeSwap.SWAP_IN_DISK -> OpTypes.SWAP_IN;
+      default -> graphType;
+    };
   }
 
   /**

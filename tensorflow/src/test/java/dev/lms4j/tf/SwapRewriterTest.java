@@ -7,6 +7,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.OpTypes;
+import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.plan.PlanApplier;
 import dev.lms4j.core.plan.SwapParams;
@@ -189,10 +191,11 @@ class SwapRewriterTest {
       DataflowGraph again = GraphImporter.importGraph(out, Map.of(), -1, "gradients",
           Set.of("loss", "train_op"));
       for (SwapPlan.SwapOut so : plan.swapOuts()) {
-        assertThat(again.opOrThrow(so.name()).type()).isIn(NativeSwap.SWAP_OUT,
-            NativeSwap.SWAP_OUT_ASYNC);
+        // the native ops carry the model's swap types, as the plan's model has them
+        assertThat(again.opOrThrow(so.name()).type()).isEqualTo(OpTypes.SWAP_OUT);
         assertThat(again.opOrThrow(so.name()).output(0).bytes()).as(so.name()).isZero();
         for (SwapPlan.SwapIn si : so.swapIns()) {
+          assertThat(again.opOrThrow(si.name()).type()).isEqualTo(OpTypes.SWAP_IN);
           // the swap-in's copy is device memory
           assertThat(again.opOrThrow(si.name()).output(0).bytes()).isEqualTo(
               g.opOrThrow(so.producer()).output(so.output()).bytes()).isPositive();
@@ -200,7 +203,15 @@ class SwapRewriterTest {
       }
       assertThat(MemorySimulator.simulate(again, Levels.of(again).schedule()).peakBytes())
           .as(mech.name()).isEqualTo(planned);
+      // so the cost model prices the swaps as transfers, not as compute
+      CostModel cost = CostModel.defaults();
+      assertThat(cost.computeMs(again)).as(mech.name()).isEqualTo(cost.computeMs(applied));
+      assertThat(cost.unhiddenMs(again, Tier.HOST)).as(mech.name())
+          .isEqualTo(cost.unhiddenMs(applied, Tier.HOST)).isPositive();
     }
+    assertThat(GraphImporter.modelType(NativeSwap.SWAP_OUT_DISK)).isEqualTo(OpTypes.SWAP_OUT);
+    assertThat(GraphImporter.modelType(NativeSwap.SWAP_IN_DISK)).isEqualTo(OpTypes.SWAP_IN);
+    assertThat(GraphImporter.modelType("MatMul")).isEqualTo("MatMul");
   }
 
   @Test
