@@ -232,6 +232,10 @@ public final class WorkerGroup {
         what = isOom ? "ran out of memory under its budget of " + budgetMib + " MiB ("
             + oom[failed] + ")" : describe(code, tails.get(failed));
       }
+      Path report = WorkerProcess.crashReport(procs.get(failed).pid());
+      if (report != null) {
+        what += "; JVM crash report: " + report;
+      }
       String others = n > 1 ? "; stopped the other " + (n - 1) + " worker" + (n > 2 ? "s" : "")
           : "";
       return new Outcome(false, tasks.get(failed), isOom ? -1 : code, isOom, "worker "

@@ -7,6 +7,8 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -21,6 +23,12 @@ class WorkerGroupTest {
   public static final class StandIn {
     public static void main(String[] args) throws Exception {
       Path marker = Path.of(args[1]);
+      if (args[0].equals("segv")) {
+        // a native crash, as a kernel's segfault after an out-of-memory error
+        java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("theUnsafe");
+        f.setAccessible(true);
+        ((sun.misc.Unsafe) f.get(null)).putAddress(0L, 42L);
+      }
       if (args[0].equals("die")) {
         Thread.sleep(300);
         Files.writeString(marker, "x");
@@ -50,6 +58,33 @@ class WorkerGroupTest {
       assertThat(o.failedTask()).as(o.message()).isEqualTo(1);
       assertThat(o.message()).startsWith("worker 1 was killed (signal 9)")
           .endsWith("stopped the other 1 worker");
+    }
+  }
+
+  /**
+   * A worker that crashes in native code leaves its JVM crash report in the temporary directory
+   * (not the working directory), and the job's message names the file.
+   */
+  @Test
+  @Timeout(value = 2, unit = TimeUnit.MINUTES)
+  void aNativeCrashIsNamedWithItsCrashReport(@TempDir Path dir) throws Exception {
+    WorkerGroup.Outcome o = WorkerGroup.run(StandIn.class.getName(),
+        List.of(List.of("follow", dir.resolve("never").toString()),
+            List.of("segv", dir.resolve("unused").toString())),
+        64, Duration.ofMinutes(1), line -> { }, (t, e) -> { });
+    assertThat(o.ok()).isFalse();
+    assertThat(o.failedTask()).as(o.message()).isEqualTo(1);
+    assertThat(o.exitCode()).isEqualTo(134);
+    Matcher m = Pattern.compile("; JVM crash report: (\\S+); stopped the other 1 worker$")
+        .matcher(o.message());
+    assertThat(m.find()).as(o.message()).isTrue();
+    Path report = Path.of(m.group(1));
+    try {
+      assertThat(report).isRegularFile()
+          .hasParent(Path.of(System.getProperty("java.io.tmpdir")));
+      assertThat(Files.readString(report)).contains("SIGSEGV");
+    } finally {
+      Files.deleteIfExists(report);
     }
   }
 

@@ -190,8 +190,11 @@ public final class WorkerProcess {
     return "-XX:ErrorFile=" + crashReportPath("%p"); // the JVM puts the worker's pid for %p
   }
 
-  /** The crash report a worker with this pid left ({@link #errorFileOption}), or null. */
-  private static Path crashReport(long pid) {
+  /**
+   * The crash report a worker with this pid left ({@link #errorFileOption}), or null (also for
+   * the workers of a distributed job, which get the same option).
+   */
+  public static Path crashReport(long pid) {
     Path report = crashReportPath(Long.toString(pid));
     return Files.isRegularFile(report) ? report : null;
   }
