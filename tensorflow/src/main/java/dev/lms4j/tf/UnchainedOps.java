@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.graph.OpTypes;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashSet;
@@ -47,8 +48,6 @@ public final class UnchainedOps {
       "Tanh", "Sigmoid", "Softplus", "Selu", "Gelu", "Add", "AddV2", "Mul");
   private static final Set<String> ACTIVATIONS = Set.of("Relu", "Relu6", "Elu", "LeakyRelu",
       "Tanh", "Sigmoid", "Gelu");
-  private static final Set<String> BATCH_NORMS = Set.of("FusedBatchNorm", "FusedBatchNormV2",
-      "FusedBatchNormV3");
 
   /**
    * Ops that allocate nothing (they forward their input's buffer) or a few bytes, which grappler
@@ -125,7 +124,7 @@ public final class UnchainedOps {
         }
       }
       List<NodeDef> ys = firstOutputReaders.getOrDefault(n.getName(), List.of());
-      if (BATCH_NORMS.contains(op) && ys.size() == 1
+      if (OpTypes.BATCH_NORMS.contains(op) && ys.size() == 1
           && (ACTIVATIONS.contains(ys.get(0).getOp()) || BIAS.contains(ys.get(0).getOp()))) {
         out.add(n.getName());
         out.add(ys.get(0).getName());

@@ -20,6 +20,13 @@ public final class OpTypes {
   /** Feed ops: their buffers are allocated by the caller for the whole step. */
   public static final Set<String> FEEDS = Set.of("Placeholder", "PlaceholderWithDefault");
 
+  /**
+   * The training batch norms whose kernels TensorFlow's remapper fuses with an activation and
+   * oneDNN's rewrite takes over (their gradients are not in it).
+   */
+  public static final Set<String> BATCH_NORMS = Set.of("FusedBatchNorm", "FusedBatchNormV2",
+      "FusedBatchNormV3");
+
   /** Op type of a swap-out inserted by lms4j (in the graph model). */
   public static final String SWAP_OUT = "_LmsSwapOut";
 

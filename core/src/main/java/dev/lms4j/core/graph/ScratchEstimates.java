@@ -73,10 +73,6 @@ public final class ScratchEstimates {
   /** The element types oneDNN's rewrite takes convolutions over for. */
   private static final Set<String> ONEDNN_TYPES = Set.of("float32", "bfloat16");
 
-  /** The batch norms oneDNN's rewrite takes over ({@link #outputAllocationOrder}). */
-  private static final Set<String> BATCH_NORMS = Set.of("FusedBatchNorm", "FusedBatchNormV2",
-      "FusedBatchNormV3");
-
   private static final Set<String> MAX_POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2");
 
   /**
@@ -202,12 +198,22 @@ public final class ScratchEstimates {
   public static int[] outputAllocationOrder(Op op, Host host) {
     int n = op.outputs().size();
     int[] order = new int[n];
-    boolean perChannelFirst = host.oneDnn() && n > 1 && BATCH_NORMS.contains(op.type())
-        && ONEDNN_TYPES.contains(op.output(0).dtype());
     for (int k = 0; k < n; k++) {
-      order[k] = perChannelFirst ? (k + 1) % n : k;
+      order[k] = allocatedOutput(op, host, k);
     }
     return order;
+  }
+
+  /**
+   * The output {@code op}'s kernel allocates {@code k}-th on {@code host}
+   * ({@link #outputAllocationOrder} without making the array: the allocator model asks per op
+   * per replay).
+   */
+  public static int allocatedOutput(Op op, Host host, int k) {
+    int n = op.outputs().size();
+    boolean perChannelFirst = n > 1 && host.oneDnn() && OpTypes.BATCH_NORMS.contains(op.type())
+        && ONEDNN_TYPES.contains(op.output(0).dtype());
+    return perChannelFirst ? (k + 1) % n : k;
   }
 
   /** The estimated scratch of {@code op} in {@code g} on this machine, in bytes. */

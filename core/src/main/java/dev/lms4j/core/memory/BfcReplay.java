@@ -208,7 +208,8 @@ public final class BfcReplay {
       Op op = g.op(v);
       int outs = op.outputs().size();
       refs.forward(op);
-      for (int i : ScratchEstimates.outputAllocationOrder(op, host)) {
+      for (int k = 0; k < outs; k++) {
+        int i = ScratchEstimates.allocatedOutput(op, host, k);
         long bytes = op.output(i).bytes();
         if (refs.allocates(v, i) && bytes > 0) {
           long at = bfc.allocate(bytes);
