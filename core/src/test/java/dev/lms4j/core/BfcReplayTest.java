@@ -168,6 +168,46 @@ class BfcReplayTest {
     assertThat(BfcReplay.replay(g, order, 2 * MIB + 4 * KIB, graphOrder, own).fits()).isTrue();
   }
 
+  /**
+   * A max-pool gradient copies the pooled output only when it cannot take that buffer over
+   * ({@link ScratchEstimates#forwardableInputCopy}): as the pooled output's last reader it
+   * allocates just its int64 arg-max indices (512 KiB for 65536 values), else 256 KiB more for
+   * the float copy. The live-bytes simulator keeps the copy either way.
+   */
+  @Test
+  void aMaxPoolGradientThatReadsThePooledOutputLastCopiesNothing() {
+    for (boolean readLater : new boolean[] {false, true}) {
+      var b = DataflowGraph.builder()
+          .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(16, 32, 32, 16))
+          .op("y", "MaxPool", OpCategory.FORWARD, List.of("x"), f32(16, 16, 16, 16))
+          .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), f32(16, 16, 16, 16))
+          .op("dx", "MaxPoolGradV2", OpCategory.BACKWARD, List.of("x", "y", "dy"),
+              f32(16, 32, 32, 16));
+      if (readLater) {
+        b.op("late", "Relu", OpCategory.BACKWARD, List.of("y", "^dx"), f32(16, 16, 16, 16));
+      }
+      DataflowGraph g = b.build();
+      int[] order = Levels.of(g).schedule();
+      long pooled = 16L * 16 * 16 * 16;
+      assertThat(g.scratchBytes(g.opOrThrow("dx").id())).isEqualTo(pooled * 12);
+      // feeds x (1 MiB) and dy (256 KiB); y (256 KiB) and dx (1 MiB) while dx's scratch is out
+      long tensors = MIB + 256 * KIB + 256 * KIB + MIB;
+      BfcReplay.Result r = BfcReplay.replay(g, order, 1L << 30);
+      assertThat(r.fits()).isTrue();
+      assertThat(r.peakInUse()).as("read later: %s", readLater)
+          .isEqualTo(tensors + pooled * (readLater ? 12 : 8));
+      assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(tensors + pooled * 12);
+    }
+  }
+
+  private static Tensor f32(long... shape) {
+    long n = 1;
+    for (long d : shape) {
+      n *= d;
+    }
+    return new Tensor("float32", shape, n * 4, false);
+  }
+
   private static DataflowGraph runningSum(boolean keep) {
     var b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB));

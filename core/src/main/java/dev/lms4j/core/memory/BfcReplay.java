@@ -219,7 +219,7 @@ public final class BfcReplay {
           chunk[v][i] = at;
         }
       }
-      long scratch = g.scratchBytes(v);
+      long scratch = scratchBytes(g, op, refs);
       if (scratch > 0) {
         long at = bfc.allocate(scratch);
         if (at < 0) {
@@ -236,6 +236,23 @@ public final class BfcReplay {
     }
     return new Result(true, bfc.peak, bfc.regions, null, 0,
         bfc.room < 0 ? bfc.regions : bfc.room);
+  }
+
+  /**
+   * The scratch {@code op} allocates as it runs now: the graph's figure, less an estimated copy
+   * of an input whose buffer the kernel takes over because the op is its last reader
+   * ({@link ScratchEstimates#forwardableInputCopy}). A measured scratch is taken as it is.
+   */
+  private static long scratchBytes(DataflowGraph g, Op op, BufferRefs refs) {
+    long scratch = g.scratchBytes(op.id());
+    if (op.scratch() != Op.SCRATCH_UNKNOWN || scratch <= 0) {
+      return scratch;
+    }
+    long[] copy = ScratchEstimates.forwardableInputCopy(g, op);
+    if (copy != null && refs.lastReadOnce(op, (int) copy[0])) {
+      return Math.max(0, scratch - copy[1]);
+    }
+    return scratch;
   }
 
   /** Allocates and frees a primer of {@code bytes} (none for 0); false when it does not fit. */

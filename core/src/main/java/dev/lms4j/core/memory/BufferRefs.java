@@ -157,6 +157,28 @@ final class BufferRefs {
     return false;
   }
 
+  /**
+   * True when {@code op}, about to run, is the last reader of input {@code k}'s buffer and reads
+   * it once: a buffer not resident whose reference count is one, which its kernel may take over
+   * ({@code forward_input}). Asked only where the counts were made for in-place reuse.
+   */
+  boolean lastReadOnce(Op op, int k) {
+    if (!inPlace || k >= op.inputs().size()) {
+      return false;
+    }
+    TensorId o = buffer(op.inputs().get(k));
+    if (refs[o.op()][o.output()] != 1) {
+      return false;
+    }
+    int reads = 0;
+    for (TensorId t : op.inputs()) {
+      if (buffer(t).equals(o)) {
+        reads++;
+      }
+    }
+    return reads == 1;
+  }
+
   /** True when output {@code i} of {@code op} allocates a buffer of its own when the op runs. */
   boolean allocates(int op, int i) {
     return refs[op][i] >= 0;
