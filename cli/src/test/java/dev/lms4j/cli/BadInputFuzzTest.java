@@ -23,6 +23,7 @@ import net.jqwik.api.ForAll;
 import net.jqwik.api.Property;
 import net.jqwik.api.Provide;
 import net.jqwik.api.ShrinkingMode;
+import net.jqwik.api.lifecycle.AfterContainer;
 import net.jqwik.api.lifecycle.BeforeContainer;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
@@ -42,6 +43,11 @@ class BadInputFuzzTest {
   private static ObjectNode manifest;
   private static Path goodPb;
   private static Path goodManifest;
+
+  @AfterContainer
+  static void removeFiles() {
+    Pipeline.deleteTree(dir);
+  }
 
   @BeforeContainer
   static void files() throws Exception {

@@ -17,6 +17,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import java.util.function.Consumer;
 import java.util.stream.Stream;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
@@ -40,6 +41,11 @@ class BadInputTableTest {
   private Path dir;
   private final Map<String, String> vars = new TreeMap<>();
   private ObjectNode manifest;
+
+  @AfterAll
+  void removeFiles() {
+    Pipeline.deleteTree(dir);
+  }
 
   @BeforeAll
   void files() throws Exception {

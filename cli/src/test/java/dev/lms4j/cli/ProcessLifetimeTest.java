@@ -29,10 +29,16 @@ class ProcessLifetimeTest {
   private final List<ProcessHandle> started = new ArrayList<>();
 
   @AfterEach
-  void killLeftovers() {
+  void killLeftovers() throws Exception {
+    List<ProcessHandle> all = new ArrayList<>();
     for (ProcessHandle h : started) {
-      h.descendants().forEach(ProcessHandle::destroyForcibly);
-      h.destroyForcibly();
+      h.descendants().forEach(all::add);
+      all.add(h);
+    }
+    all.forEach(ProcessHandle::destroyForcibly);
+    // gone before the test's directory (their temporary files) is removed
+    for (ProcessHandle h : all) {
+      h.onExit().get(30, java.util.concurrent.TimeUnit.SECONDS);
     }
   }
 
@@ -65,7 +71,9 @@ class ProcessLifetimeTest {
 
   private Parent start(String... args) throws Exception {
     List<String> cmd = new ArrayList<>(List.of("env", "--default-signal=INT",
-        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx512m", "-cp",
+        Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-Xmx512m",
+        // the run directory a killed parent cannot remove lands in the test's own directory
+        "-Djava.io.tmpdir=" + dir, "-cp",
         System.getProperty("java.class.path"), Main.class.getName()));
     cmd.addAll(List.of(args));
     ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
