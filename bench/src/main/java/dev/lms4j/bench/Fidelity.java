@@ -212,7 +212,7 @@ public final class Fidelity {
       top.addObject().put("op", r.op).put("type", r.type).put("predicted_old", r.old)
           .put("predicted_new", r.est).put("predicted_measured", r.measured)
           .put("traced", r.traced).put("traced_scratch", r.scratch)
-          .put("estimated_scratch", r.estScratch);
+          .put("estimated_scratch", r.estScratch).put("predicted_allocator", r.alloc);
     }
     long hi = Math.max(cmp.peakNew, trace.peakBytesWithScratch());
     long real = smallest(c.label() + " no-lms", tg, hi, out);
@@ -353,7 +353,7 @@ public final class Fidelity {
 
   /** One op side by side. */
   record Row(String op, String type, long old, long est, long measured, long traced,
-      long scratch, long estScratch) {
+      long scratch, long estScratch, long alloc) {
     long gap() {
       return traced - est;
     }
@@ -379,13 +379,14 @@ public final class Fidelity {
           + "%.1f MiB%n", label, mib(peakOld), mib(peakNew),
           mib(peakMeasured), mib(tracedPeak), mib(tracedWithScratch), mib(largestScratch),
           largestScratchOp, mib(peakMeasuredTracedOrder)));
-      sb.append(String.format(Locale.ROOT, "%-44s %-22s %9s %9s %9s %9s %9s %9s %9s%n", "op",
-          "type", "old", "est", "measured", "traced", "gap", "scratch", "est.scr"));
+      sb.append(String.format(Locale.ROOT, "%-44s %-22s %9s %9s %9s %9s %9s %9s %9s %9s%n",
+          "op", "type", "old", "est", "measured", "alloc", "traced", "gap", "scratch",
+          "est.scr"));
       for (Row r : rows.subList(0, Math.min(top, rows.size()))) {
         sb.append(String.format(Locale.ROOT,
-            "%-44s %-22s %9.1f %9.1f %9.1f %9.1f %+9.1f %9.1f %9.1f%n", cut(r.op, 44),
-            cut(r.type, 22), mib(r.old), mib(r.est), mib(r.measured), mib(r.traced),
-            mib(r.gap()), mib(r.scratch), mib(r.estScratch)));
+            "%-44s %-22s %9.1f %9.1f %9.1f %9.1f %9.1f %+9.1f %9.1f %9.1f%n", cut(r.op, 44),
+            cut(r.type, 22), mib(r.old), mib(r.est), mib(r.measured), mib(r.alloc),
+            mib(r.traced), mib(r.gap()), mib(r.scratch), mib(r.estScratch)));
       }
       return sb.toString();
     }
@@ -406,6 +407,9 @@ public final class Fidelity {
     MemoryProfile pOld = MemorySimulator.simulate(old, order);
     MemoryProfile pNew = MemorySimulator.simulate(estimated, order);
     MemoryProfile pMeasured = MemorySimulator.simulate(measured, order);
+    // the allocator model's chunks in use, in the same order, under the unbudgeted trace's limit
+    long[] alloc = BfcReplay.inUseWhileRunning(estimated, order,
+        BudgetedRunner.UNBUDGETED_MIB << 20, BfcReplay.Layout.GRAPH_ORDER);
     Map<String, long[]> traced = new HashMap<>();
     long before = 0;
     Comparison c = new Comparison();
@@ -426,7 +430,7 @@ public final class Fidelity {
         continue; // folded or pruned by grappler, or a constant: nothing to compare
       }
       c.rows.add(new Row(op.name(), op.type(), pOld.timeline()[i], pNew.timeline()[i],
-          pMeasured.timeline()[i], t[0], t[1], estimated.scratchBytes(op.id())));
+          pMeasured.timeline()[i], t[0], t[1], estimated.scratchBytes(op.id()), alloc[i]));
     }
     c.rows.sort(Comparator.comparingLong((Row r) -> Math.abs(r.gap())).reversed()
         .thenComparing(Row::op));
@@ -521,18 +525,22 @@ public final class Fidelity {
       }
     }
     md.append("\nLargest per-op gaps (traced bytes in use while the op ran minus the `est` "
-        + "model's), MiB:\n\n| graph | op | type | old | est | meas | traced | scratch "
-        + "traced / est |\n|---|---|---|---|---|---|---|---|\n");
+        + "model's; **alloc**: the allocator model's chunks in use then, in TensorFlow's order), "
+        + "MiB:\n\n| graph | op | type | old | est | meas | alloc | traced | scratch "
+        + "traced / est |\n|---|---|---|---|---|---|---|---|---|\n");
     for (var g : root.path("graphs")) {
       int k = 0;
       for (var r : g.path("top_gaps")) {
         if (k++ >= 4) {
           break;
         }
-        md.append(String.format(Locale.ROOT, "| %s | %s | %s | %.1f | %.1f | %.1f | %.1f | "
+        md.append(String.format(Locale.ROOT, "| %s | %s | %s | %.1f | %.1f | %.1f | %s | %.1f | "
             + "%.1f / %.1f |%n", g.path("graph").asText(), r.path("op").asText(),
             r.path("type").asText(), mib(r.path("predicted_old").asLong()),
             mib(r.path("predicted_new").asLong()), mib(r.path("predicted_measured").asLong()),
+            r.has("predicted_allocator") && r.path("predicted_allocator").asLong() >= 0
+                ? String.format(Locale.ROOT, "%.1f", mib(r.path("predicted_allocator").asLong()))
+                : "-",
             mib(r.path("traced").asLong()), mib(r.path("traced_scratch").asLong()),
             mib(r.path("estimated_scratch").asLong())));
       }

@@ -58,6 +58,12 @@ class FidelityCompareTest {
     assertThat(b.traced()).isEqualTo(7 * MIB);
     assertThat(b.scratch()).isEqualTo(5 * MIB);
     assertThat(c.rows.get(2).gap()).isEqualTo(-MIB); // c: traced 6, simulated 7
+    // the allocator model in the traced order: x's chunk in the first 2 MiB region, b in half
+    // of a 4 MiB region (3 MiB in use), a in its other half (5); c, the last reader of both,
+    // adds in place into one of them (5, where the live-bytes sum without reuse says 7)
+    assertThat(c.rows).extracting(Fidelity.Row::alloc)
+        .containsExactly(3 * MIB, 5 * MIB, 5 * MIB);
+    assertThat(c.table("g", 5)).contains("alloc");
     assertThat(c.largestScratchOp).isEqualTo("b");
     // levelled peaks: without scratch 7 MiB (at c), with b's 5 MiB: 1+2+2+5 = 10 at b
     assertThat(c.peakOld).isEqualTo(7 * MIB);

@@ -38,6 +38,13 @@ class BfcReplayTest {
     assertThat(no.failedOp()).isEqualTo("a");
     assertThat(no.failedBytes()).isEqualTo(30 * MIB);
     assertThat(BfcReplay.smallestMib(g, order, 1024)).isEqualTo(94);
+    // per op, the chunks in use while it runs: the variable's chunk, then the output's region
+    // too; from the op that fails on, -1
+    assertThat(order).containsExactly(0, 1);
+    assertThat(BfcReplay.inUseWhileRunning(g, order, 94 * MIB, BfcReplay.Layout.GRAPH_ORDER))
+        .containsExactly(64 * MIB, 94 * MIB);
+    assertThat(BfcReplay.inUseWhileRunning(g, order, 93 * MIB, BfcReplay.Layout.GRAPH_ORDER))
+        .containsExactly(64 * MIB, -1L);
     assertThat(BfcReplay.smallestMib(g, order, 80)).isEqualTo(-1);
   }
 

@@ -163,6 +163,25 @@ public final class BfcReplay {
    */
   public static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host) {
+    return replay(g, order, limit, layout, host, null);
+  }
+
+  /**
+   * The chunks in use while each op of {@code order} runs (its outputs and its scratch
+   * allocated, its inputs not yet freed), per position in {@code order}, in bytes; -1 from the
+   * op whose allocation fails on. This is what TensorFlow's step stats report per op as the
+   * allocator's bytes in use (the fidelity bench compares them op by op).
+   */
+  public static long[] inUseWhileRunning(DataflowGraph g, int[] order, long limit,
+      Layout layout) {
+    long[] during = new long[order.length];
+    Arrays.fill(during, -1);
+    replay(g, order, limit, layout, ScratchEstimates.host(), during);
+    return during;
+  }
+
+  private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
+      ScratchEstimates.Host host, long[] during) {
     Bfc bfc = new Bfc(limit);
     BufferRefs refs = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
@@ -204,7 +223,8 @@ public final class BfcReplay {
         bfc.free(chunk[o][i]);
       }
     };
-    for (int v : order) {
+    for (int pos = 0; pos < order.length; pos++) {
+      int v = order[pos];
       Op op = g.op(v);
       int outs = op.outputs().size();
       refs.forward(op);
@@ -225,7 +245,12 @@ public final class BfcReplay {
         if (at < 0) {
           return bfc.failed(op.name(), scratch);
         }
+        if (during != null) {
+          during[pos] = bfc.inUse;
+        }
         bfc.free(at);
+      } else if (during != null) {
+        during[pos] = bfc.inUse;
       }
       refs.release(op, free);
       for (int i = 0; i < outs; i++) {
