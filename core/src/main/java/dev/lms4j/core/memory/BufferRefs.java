@@ -137,13 +137,7 @@ final class BufferRefs {
           || !java.util.Objects.equals(in.dtype(), out.dtype())) {
         continue;
       }
-      int reads = 0;
-      for (TensorId t : op.inputs()) {
-        if (buffer(t).equals(o)) {
-          reads++;
-        }
-      }
-      if (reads != 1) {
+      if (reads(op, o) != 1) {
         continue;
       }
       if (reused[v] == null) {
@@ -167,16 +161,18 @@ final class BufferRefs {
       return false;
     }
     TensorId o = buffer(op.inputs().get(k));
-    if (refs[o.op()][o.output()] != 1) {
-      return false;
-    }
+    return refs[o.op()][o.output()] == 1 && reads(op, o) == 1;
+  }
+
+  /** How many of {@code op}'s inputs live in buffer {@code o}. */
+  private int reads(Op op, TensorId o) {
     int reads = 0;
     for (TensorId t : op.inputs()) {
       if (buffer(t).equals(o)) {
         reads++;
       }
     }
-    return reads == 1;
+    return reads;
   }
 
   /** True when output {@code i} of {@code op} allocates a buffer of its own when the op runs. */
