@@ -1,5 +1,6 @@
 package dev.lms4j.core;
 
+import static dev.lms4j.core.graph.Tensor.float32;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.lms4j.core.graph.DataflowGraph;
@@ -185,13 +186,13 @@ class BfcReplayTest {
   void aMaxPoolGradientThatReadsThePooledOutputLastCopiesNothing() {
     for (boolean readLater : new boolean[] {false, true}) {
       var b = DataflowGraph.builder()
-          .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(16, 32, 32, 16))
-          .op("y", "MaxPool", OpCategory.FORWARD, List.of("x"), f32(16, 16, 16, 16))
-          .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), f32(16, 16, 16, 16))
+          .op("x", "Placeholder", OpCategory.FORWARD, List.of(), float32(16, 32, 32, 16))
+          .op("y", "MaxPool", OpCategory.FORWARD, List.of("x"), float32(16, 16, 16, 16))
+          .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), float32(16, 16, 16, 16))
           .op("dx", "MaxPoolGradV2", OpCategory.BACKWARD, List.of("x", "y", "dy"),
-              f32(16, 32, 32, 16));
+              float32(16, 32, 32, 16));
       if (readLater) {
-        b.op("late", "Relu", OpCategory.BACKWARD, List.of("y", "^dx"), f32(16, 16, 16, 16));
+        b.op("late", "Relu", OpCategory.BACKWARD, List.of("y", "^dx"), float32(16, 16, 16, 16));
       }
       DataflowGraph g = b.build();
       int[] order = Levels.of(g).schedule();
@@ -205,14 +206,6 @@ class BfcReplayTest {
           .isEqualTo(tensors + pooled * (readLater ? 12 : 8));
       assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(tensors + pooled * 12);
     }
-  }
-
-  private static Tensor f32(long... shape) {
-    long n = 1;
-    for (long d : shape) {
-      n *= d;
-    }
-    return new Tensor("float32", shape, n * 4, false);
   }
 
   private static DataflowGraph runningSum(boolean keep) {

@@ -1,6 +1,7 @@
 package dev.lms4j.core;
 
 import dev.lms4j.core.plan.PlanCosts;
+import static dev.lms4j.core.graph.Tensor.float32;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
@@ -16,14 +17,6 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 class CostModelTest {
-  private static Tensor f32(long... shape) {
-    long n = 4;
-    for (long d : shape) {
-      n *= d;
-    }
-    return new Tensor("float32", shape, n, false);
-  }
-
   /**
    * x [8,32,32,16] -> Conv2D with filter [3,3,16,32] -> [8,32,32,32]:
    * 2 * (8*32*32*32) * (3*3*16) = 2 * 262144 * 144 = 75,497,472 FLOPs.
@@ -31,17 +24,17 @@ class CostModelTest {
    * The filter gradient [3,3,16,32] from grad [8,32,32,32]: 2 * 262144 * 144, as the forward.
    */
   private final DataflowGraph g = DataflowGraph.builder()
-      .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(8, 32, 32, 16))
-      .op("w", "Const", OpCategory.FORWARD, List.of(), f32(3, 3, 16, 32))
-      .op("conv", "Conv2D", OpCategory.FORWARD, List.of("x", "w"), f32(8, 32, 32, 32))
-      .op("a", "Placeholder", OpCategory.FORWARD, List.of(), f32(64, 128))
-      .op("b", "Const", OpCategory.FORWARD, List.of(), f32(128, 256))
-      .op("mm", "MatMul", OpCategory.FORWARD, List.of("a", "b"), f32(64, 256))
+      .op("x", "Placeholder", OpCategory.FORWARD, List.of(), float32(8, 32, 32, 16))
+      .op("w", "Const", OpCategory.FORWARD, List.of(), float32(3, 3, 16, 32))
+      .op("conv", "Conv2D", OpCategory.FORWARD, List.of("x", "w"), float32(8, 32, 32, 32))
+      .op("a", "Placeholder", OpCategory.FORWARD, List.of(), float32(64, 128))
+      .op("b", "Const", OpCategory.FORWARD, List.of(), float32(128, 256))
+      .op("mm", "MatMul", OpCategory.FORWARD, List.of("a", "b"), float32(64, 256))
       .op("sizes", "Const", OpCategory.FORWARD, List.of(), new Tensor("int32", new long[] {4}, 16,
           false))
       .op("gradients/dw", "Conv2DBackpropFilter", OpCategory.BACKWARD,
-          List.of("x", "sizes", "conv"), f32(3, 3, 16, 32))
-      .op("relu", "Relu", OpCategory.FORWARD, List.of("conv"), f32(8, 32, 32, 32))
+          List.of("x", "sizes", "conv"), float32(3, 3, 16, 32))
+      .op("relu", "Relu", OpCategory.FORWARD, List.of("conv"), float32(8, 32, 32, 32))
       .build();
 
   @Test
@@ -123,12 +116,12 @@ class CostModelTest {
   @Test
   void batchNormsTakeThreePassesOverTheirData() {
     DataflowGraph bn = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(8, 32, 32, 32))
-        .op("scale", "Const", OpCategory.FORWARD, List.of(), f32(32))
-        .op("offset", "Const", OpCategory.FORWARD, List.of(), f32(32))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), float32(8, 32, 32, 32))
+        .op("scale", "Const", OpCategory.FORWARD, List.of(), float32(32))
+        .op("offset", "Const", OpCategory.FORWARD, List.of(), float32(32))
         .op("bn", "FusedBatchNormV3", OpCategory.FORWARD, List.of("x", "scale", "offset"),
-            f32(8, 32, 32, 32))
-        .op("add", "AddV2", OpCategory.FORWARD, List.of("x", "x"), f32(8, 32, 32, 32))
+            float32(8, 32, 32, 32))
+        .op("add", "AddV2", OpCategory.FORWARD, List.of("x", "x"), float32(8, 32, 32, 32))
         .build();
     CostModel cm = CostModel.defaults();
     double add = cm.opUs(bn, bn.opOrThrow("add")) - 5;

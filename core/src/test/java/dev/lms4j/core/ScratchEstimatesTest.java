@@ -1,5 +1,6 @@
 package dev.lms4j.core;
 
+import static dev.lms4j.core.graph.Tensor.float32;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -23,23 +24,15 @@ class ScratchEstimatesTest {
   /** A 2-core AMD EPYC with AVX-512 VNNI and BF16: TensorFlow turns oneDNN on there. */
   private static final Host EPYC_ONEDNN = new Host(2, 32L << 20, true);
 
-  private static Tensor f32(long... shape) {
-    long n = 1;
-    for (long d : shape) {
-      n *= d;
-    }
-    return new Tensor("float32", shape, n * 4, false);
-  }
-
   /** A filter gradient: x and dy fed, the filter's shape as the output. */
   private static long filterGradient(Host host, long[] x, long[] dy, long[] filter) {
     DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(x))
-        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), f32(dy))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), float32(x))
+        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), float32(dy))
         .op("fs", "Const", OpCategory.FORWARD, List.of(),
             new Tensor("int32", new long[] {filter.length}, 4L * filter.length, false))
         .op("dw", filter.length == 5 ? "Conv3DBackpropFilterV2" : "Conv2DBackpropFilter",
-            OpCategory.BACKWARD, List.of("x", "fs", "dy"), f32(filter))
+            OpCategory.BACKWARD, List.of("x", "fs", "dy"), float32(filter))
         .build();
     return ScratchEstimates.estimate(g, g.opOrThrow("dw"), host);
   }
@@ -47,12 +40,12 @@ class ScratchEstimatesTest {
   /** An input gradient: the filter and dy fed, the input's shape as the output. */
   private static long inputGradient(Host host, long[] filter, long[] dy, long[] x) {
     DataflowGraph g = DataflowGraph.builder()
-        .op("w", "Placeholder", OpCategory.FORWARD, List.of(), f32(filter))
-        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), f32(dy))
+        .op("w", "Placeholder", OpCategory.FORWARD, List.of(), float32(filter))
+        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), float32(dy))
         .op("is", "Const", OpCategory.FORWARD, List.of(),
             new Tensor("int32", new long[] {x.length}, 4L * x.length, false))
         .op("dx", x.length == 5 ? "Conv3DBackpropInputV2" : "Conv2DBackpropInput",
-            OpCategory.BACKWARD, List.of("is", "w", "dy"), f32(x))
+            OpCategory.BACKWARD, List.of("is", "w", "dy"), float32(x))
         .build();
     return ScratchEstimates.estimate(g, g.opOrThrow("dx"), host);
   }
@@ -98,11 +91,11 @@ class ScratchEstimatesTest {
   void maxPoolGradientsHoldArgMaxIndicesAndACopyOfThePooledOutput() {
     // lenet b100, gradients/MaxPoolGradV2_1: traced 7.18 MiB = int64 indices + a float copy
     DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(100, 28, 28, 32))
-        .op("y", "MaxPool", OpCategory.FORWARD, List.of("x"), f32(100, 14, 14, 32))
-        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), f32(100, 14, 14, 32))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), float32(100, 28, 28, 32))
+        .op("y", "MaxPool", OpCategory.FORWARD, List.of("x"), float32(100, 14, 14, 32))
+        .op("dy", "Placeholder", OpCategory.FORWARD, List.of(), float32(100, 14, 14, 32))
         .op("dx", "MaxPoolGradV2", OpCategory.BACKWARD, List.of("x", "y", "dy"),
-            f32(100, 28, 28, 32))
+            float32(100, 28, 28, 32))
         .build();
     assertThat(ScratchEstimates.estimate(g, g.opOrThrow("dx"), EPYC))
         .isEqualTo(100L * 14 * 14 * 32 * 12);
@@ -136,8 +129,8 @@ class ScratchEstimatesTest {
         .op("fs", "Const", OpCategory.FORWARD, List.of(),
             new Tensor("int32", new long[] {4}, 16, false))
         .op("dw", "Conv2DBackpropFilter", OpCategory.BACKWARD, List.of("x", "fs", "dy"),
-            f32(3, 3, 32, 32))
-        .op("r", "Relu", OpCategory.FORWARD, List.of("x"), f32(16, 32, 32, 32))
+            float32(3, 3, 32, 32))
+        .op("r", "Relu", OpCategory.FORWARD, List.of("x"), float32(16, 32, 32, 32))
         .build();
     // twice the two activations
     assertThat(ScratchEstimates.estimate(g, g.opOrThrow("dw"), EPYC)).isEqualTo(8L << 20);

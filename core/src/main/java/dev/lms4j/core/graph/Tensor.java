@@ -24,6 +24,15 @@ public record Tensor(String dtype, long[] shape, long bytes, boolean persistent)
     return new Tensor("float32", new long[] {Math.max(1, bytes / 4)}, bytes, false);
   }
 
+  /** A transient float32 tensor of the given shape, 4 bytes per element (for tests). */
+  public static Tensor float32(long... shape) {
+    long bytes = 4;
+    for (long d : shape) {
+      bytes *= d;
+    }
+    return new Tensor("float32", shape, bytes, false);
+  }
+
   /** A persistent tensor (a variable) of the given size. */
   public static Tensor persistent(long bytes) {
     return new Tensor("float32", new long[] {Math.max(1, bytes / 4)}, bytes, true);
