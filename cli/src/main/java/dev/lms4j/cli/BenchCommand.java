@@ -36,8 +36,8 @@ import picocli.CommandLine.Option;
             + "traced step, then bisections of the smallest budget that trains without LMS and "
             + "with auto at 60%% of it. Prints per op the simulated bytes in use (without "
             + "scratch, with estimated and with traced kernel scratch, and the allocator "
-            + "model's chunks) against the traced ones, sorted by the gap, then predicted peaks vs the real minimum "
-            + "(fidelity.json/.md). Default graphs: a few zoo models and corpus families; "
+            + "model's chunks) against the traced ones, sorted by the gap, then predicted "
+            + "peaks vs the real minimum (fidelity.json/.md). Default graphs: a few zoo models and corpus families; "
             + "--model NAME [--batch N] or --families a,b [--size] for others. About 5 minutes "
             + "per graph on 2 cores.",
         "acceptance: do the plans lms4j accepts train? Per graph (zoo lenet, resnet, gpt2 and "
