@@ -49,7 +49,10 @@ import org.tensorflow.proto.RewriterConfig;
  * and the op's traced scratch ({@link ScratchTrace}). Then the totals: predicted peaks under the
  * three models against the traced peaks and the smallest budget that really trains, without LMS
  * and with one planner ({@code auto}) planned at one budget, the rewritten graph's own smallest
- * budget bisected as well.
+ * budget bisected as well. At the no-LMS minimum one more step is traced under that budget and
+ * compared op by op with the allocator model under the same limit ({@link #compareAtBudget}):
+ * an unbudgeted trace grows its regions without a cap, so its chunks are not the ones that
+ * decide whether a budget fits.
  *
  * <pre>{@code
  * ObjectNode r = Fidelity.run(Fidelity.defaults(), Path.of("docs/bench"), System.out);
@@ -217,6 +220,9 @@ public final class Fidelity {
     long hi = Math.max(cmp.peakNew, trace.peakBytesWithScratch());
     long real = smallest(c.label() + " no-lms", tg, hi, out);
     none.put("min_budget_mib", real);
+    if (real > 0) {
+      atBudget(none.putObject("at_min"), estimated, tg, real, out, c.label());
+    }
     say(out, "%s no LMS: predicted old %.1f / new %.1f / measured-scratch %.1f MiB; "
         + "smallest budget %d MiB", c.label(), mib(cmp.peakOld), mib(cmp.peakNew),
         mib(cmp.peakMeasured), real);
@@ -251,6 +257,100 @@ public final class Fidelity {
       }
     }
     return node;
+  }
+
+  /**
+   * One more traced step of {@code tg}, under {@code mib} (the smallest budget it trained at),
+   * compared op by op with the allocator model in that step's order under the same limit
+   * ({@link #compareAtBudget}); a trace that fails there (TensorFlow's order is not fixed, a
+   * step at its smallest budget may not repeat) is recorded as such.
+   */
+  private static void atBudget(ObjectNode node, DataflowGraph estimated, TrainingGraph tg,
+      long mib, PrintStream out, String label) throws IOException {
+    node.put("budget_mib", mib);
+    Path dir = Files.createTempDirectory("lms4j-fidelity");
+    ScratchTrace t;
+    try {
+      tg.write(dir.resolve("g.pb"), dir.resolve("m.json"));
+      t = TraceWorker.trace(dir.resolve("g.pb"), dir.resolve("m.json"), mib);
+    } catch (IOException e) {
+      node.put("error", firstLine(e.getMessage()));
+      say(out, "%s traced at %d MiB: %s", label, mib, firstLine(e.getMessage()));
+      return;
+    } finally {
+      deleteTree(dir);
+    }
+    AtBudget a = compareAtBudget(estimated, t, mib << 20);
+    node.put("traced_peak_bytes", a.tracedPeak).put("allocator_peak_bytes", a.modelPeak)
+        .put("ops_compared", a.rows.size()).put("median_abs_gap_bytes", a.medianAbsGap())
+        .put("within_half_mib", a.within(1L << 19));
+    ArrayNode top = node.putArray("top_gaps");
+    for (AtBudget.Row r : a.rows.subList(0, Math.min(TOP, a.rows.size()))) {
+      top.addObject().put("op", r.op()).put("type", r.type()).put("allocator", r.alloc())
+          .put("traced", r.traced());
+    }
+    say(out, "%s at %d MiB, TensorFlow's order: allocator model peak %.1f MiB, traced %.1f; "
+        + "%d of %d ops within 0.5 MiB, median gap %.2f MiB", label, mib, mib(a.modelPeak),
+        mib(a.tracedPeak), a.within(1L << 19), a.rows.size(), mib(a.medianAbsGap()));
+  }
+
+  /**
+   * The allocator model against TensorFlow's allocator at one limit: {@code trace} is a step
+   * run under {@code limit}; the model replays the graph in that step's order under the same
+   * limit ({@link BfcReplay#inUseWhileRunning}). Compared per op that allocated (an op without
+   * memory statistics only carries the bytes in use over, often from an op that ran beside
+   * it), the traced figure as in {@link #compare}; sorted by the largest absolute gap.
+   */
+  static AtBudget compareAtBudget(DataflowGraph g, ScratchTrace trace, long limit) {
+    int[] order = tracedOrder(g, trace);
+    long[] alloc = BfcReplay.inUseWhileRunning(g, order, limit, BfcReplay.Layout.GRAPH_ORDER);
+    Map<String, Long> traced = new HashMap<>();
+    long before = 0;
+    for (ScratchTrace.Node n : trace.nodes()) {
+      if (n.peakBytes() > 0) {
+        traced.putIfAbsent(n.name(), Math.max(n.bytesInUse(), before + n.peakBytes()));
+      }
+      before = n.bytesInUse();
+    }
+    AtBudget a = new AtBudget(trace.peakBytesInUse());
+    for (int i = 0; i < order.length; i++) {
+      a.modelPeak = Math.max(a.modelPeak, alloc[i]);
+      Op op = g.op(order[i]);
+      Long t = traced.get(op.name());
+      if (t != null && alloc[i] >= 0) {
+        a.rows.add(new AtBudget.Row(op.name(), op.type(), alloc[i], t));
+      }
+    }
+    a.rows.sort(Comparator.comparingLong((AtBudget.Row r) -> Math.abs(r.gap())).reversed()
+        .thenComparing(AtBudget.Row::op));
+    return a;
+  }
+
+  /** {@link #compareAtBudget}'s result: rows sorted by the gap, and both peaks. */
+  static final class AtBudget {
+    /** One op: the model's chunks in use while it ran and the trace's bytes in use. */
+    record Row(String op, String type, long alloc, long traced) {
+      long gap() {
+        return traced - alloc;
+      }
+    }
+
+    final List<Row> rows = new ArrayList<>();
+    final long tracedPeak;
+    long modelPeak;
+
+    AtBudget(long tracedPeak) {
+      this.tracedPeak = tracedPeak;
+    }
+
+    long medianAbsGap() {
+      long[] g = rows.stream().mapToLong(r -> Math.abs(r.gap())).sorted().toArray();
+      return g.length == 0 ? 0 : g[g.length / 2];
+    }
+
+    int within(long bytes) {
+      return (int) rows.stream().filter(r -> Math.abs(r.gap()) <= bytes).count();
+    }
   }
 
   /**
@@ -544,6 +644,36 @@ public final class Fidelity {
             mib(r.path("traced").asLong()), mib(r.path("traced_scratch").asLong()),
             mib(r.path("estimated_scratch").asLong())));
       }
+    }
+    boolean header = false;
+    for (var g : root.path("graphs")) {
+      var a = g.path("no_lms").path("at_min");
+      if (a.isMissingNode()) {
+        continue; // measured before this comparison existed
+      }
+      if (!header) {
+        md.append("\nAt the real minimum (no LMS): one more step traced under that budget, and "
+            + "the allocator model replaying the graph in that step's order under the same "
+            + "limit; per op that allocated, the model's chunks in use while it ran against the "
+            + "traced bytes in use (as above), MiB:\n\n| graph | budget | traced peak | model "
+            + "peak | ops within 0.5 MiB | median gap | largest gap (op: model / traced) |\n"
+            + "|---|---|---|---|---|---|---|\n");
+        header = true;
+      }
+      md.append("| ").append(g.path("graph").asText()).append(" | ")
+          .append(a.path("budget_mib").asLong()).append(" MiB | ");
+      if (a.has("error")) {
+        md.append(a.path("error").asText()).append(" |||||\n");
+        continue;
+      }
+      var top = a.path("top_gaps").path(0);
+      md.append(String.format(Locale.ROOT, "%.1f | %.1f | %d of %d | %.2f | %s%n",
+          mib(a.path("traced_peak_bytes").asLong()), mib(a.path("allocator_peak_bytes")
+              .asLong()), a.path("within_half_mib").asInt(), a.path("ops_compared").asInt(),
+          mib(a.path("median_abs_gap_bytes").asLong()), top.isMissingNode() ? "- |"
+              : String.format(Locale.ROOT, "%s (%s): %.1f / %.1f |", top.path("op").asText(),
+                  top.path("type").asText(), mib(top.path("allocator").asLong()),
+                  mib(top.path("traced").asLong()))));
     }
     return md.toString();
   }

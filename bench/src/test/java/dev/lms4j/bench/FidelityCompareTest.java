@@ -71,6 +71,66 @@ class FidelityCompareTest {
     assertThat(c.table("g", 5)).contains("largest scratch 5.0 MiB (b)");
   }
 
+  /**
+   * The same graph, traced under a budget: b, then a; c added in place (no memory statistics,
+   * as TensorFlow records none for an op that allocated nothing). Under 8 MiB the model's
+   * chunks are as above (b 3, a 5 MiB); under 5 MiB the second region is cut to 3 MiB and b,
+   * less than twice 2 MiB, gets it whole (4 MiB in use), so a finds no room.
+   */
+  @Test
+  void comparesTheAllocatorModelWithATraceUnderTheSameLimit() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(MIB))
+        .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
+        .op("b", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
+        .op("c", "AddV2", OpCategory.FORWARD, List.of("a", "b"), Tensor.ofBytes(2 * MIB))
+        .build();
+    ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
+        .newBuilder().addNodeStats(node("b", 1, 3 * MIB, 2 * MIB, 2 * MIB))
+        .addNodeStats(node("a", 2, 6 * MIB, 2 * MIB, 2 * MIB))
+        .addNodeStats(NodeExecStats.newBuilder().setNodeName("c").setAllStartMicros(3)
+            .setTimelineLabel("c = AddV2(a, b)"))).build());
+    Fidelity.AtBudget at8 = Fidelity.compareAtBudget(g, t, 8 * MIB);
+    assertThat(at8.rows).extracting(Fidelity.AtBudget.Row::op).containsExactly("a", "b");
+    assertThat(at8.rows).extracting(Fidelity.AtBudget.Row::alloc)
+        .containsExactly(5 * MIB, 3 * MIB);
+    assertThat(at8.rows.get(0).gap()).isEqualTo(MIB);
+    assertThat(at8.within(MIB / 2)).isEqualTo(1);
+    assertThat(at8.medianAbsGap()).isEqualTo(MIB);
+    assertThat(at8.modelPeak).isEqualTo(5 * MIB);
+    assertThat(at8.tracedPeak).isEqualTo(6 * MIB);
+    Fidelity.AtBudget at5 = Fidelity.compareAtBudget(g, t, 5 * MIB);
+    assertThat(at5.rows).extracting(Fidelity.AtBudget.Row::op).containsExactly("b");
+    assertThat(at5.rows.get(0).alloc()).isEqualTo(4 * MIB);
+    assertThat(at5.rows.get(0).gap()).isEqualTo(-MIB);
+  }
+
+  /** The at-the-minimum table: a row per graph measured with it, its error where it failed. */
+  @Test
+  void markdownShowsTheComparisonAtTheRealMinimum() {
+    ObjectMapper json = new ObjectMapper();
+    ObjectNode root = json.createObjectNode().put("command", "c").put("machine", "m")
+        .put("wall_seconds", 60).put("steps_per_probe", 2).put("resolution", 0.03)
+        .put("plan_fractions", "[0.6]");
+    var graphs = root.putArray("graphs");
+    ObjectNode at = graphs.addObject().put("graph", "unet3d b1").putObject("no_lms")
+        .put("min_budget_mib", 29).putObject("at_min").put("budget_mib", 29)
+        .put("traced_peak_bytes", 27 * MIB).put("allocator_peak_bytes", 26 * MIB)
+        .put("ops_compared", 150).put("within_half_mib", 140)
+        .put("median_abs_gap_bytes", MIB / 4);
+    at.putArray("top_gaps").addObject().put("op", "bn").put("type", "FusedBatchNormV3")
+        .put("allocator", 20 * MIB).put("traced", 22 * MIB);
+    graphs.addObject().put("graph", "lenet b100").putObject("no_lms")
+        .put("min_budget_mib", 95).putObject("at_min").put("budget_mib", 95)
+        .put("error", "the traced run failed: OOM");
+    graphs.addObject().put("graph", "old").putObject("no_lms").put("min_budget_mib", 9);
+    String md = Fidelity.markdown(root);
+    assertThat(md).contains("| unet3d b1 | 29 MiB | 27.0 | 26.0 | 140 of 150 | 0.25 | "
+        + "bn (FusedBatchNormV3): 20.0 / 22.0 |");
+    assertThat(md).contains("| lenet b100 | 95 MiB | the traced run failed: OOM |");
+    assertThat(md).doesNotContain("| old | 9 MiB |");
+  }
+
   @Test
   void markdownShowsErrorsAgainstTheRealMinimum() {
     ObjectMapper json = new ObjectMapper();

@@ -37,9 +37,10 @@ import picocli.CommandLine.Option;
             + "with auto at 60%% of it. Prints per op the simulated bytes in use (without "
             + "scratch, with estimated and with traced kernel scratch, and the allocator "
             + "model's chunks) against the traced ones, sorted by the gap, then predicted "
-            + "peaks vs the real minimum (fidelity.json/.md). Default graphs: a few zoo models and corpus families; "
-            + "--model NAME [--batch N] or --families a,b [--size] for others. About 5 minutes "
-            + "per graph on 2 cores.",
+            + "peaks vs the real minimum, and one more step traced at that minimum against "
+            + "the allocator model under the same limit, op by op (fidelity.json/.md). "
+            + "Default graphs: a few zoo models and corpus families; --model NAME [--batch N] "
+            + "or --families a,b [--size] for others. About 5 minutes per graph on 2 cores.",
         "acceptance: do the plans lms4j accepts train? Per graph (zoo lenet, resnet, gpt2 and "
             + "every corpus family; or --model / --families), at 60 and 85%% of what the "
             + "allocator model says the graph needs and at memory ratios 0.8 and 0.95: auto's "
