@@ -53,6 +53,8 @@ final class InitHeldConstants {
    */
   private static final Set<String> PURE = Set.of("Const", "Shape", "Cast", "Fill", "ZerosLike",
       "OnesLike", "Identity", "Reshape", "Pack", "ExpandDims", "Size", "Rank");
+  /** Ops of {@link #PURE} that read only their input's static shape. */
+  private static final Set<String> SHAPE_OF = Set.of("Shape", "Size", "Rank");
 
   private InitHeldConstants() {}
 
@@ -114,6 +116,56 @@ final class InitHeldConstants {
       }
     }
     return held;
+  }
+
+  /**
+   * The nodes TensorFlow computes once from constants and variables' static shapes and never
+   * runs: ops of {@link #PURE} whose inputs are such nodes, or (for {@code Shape}, {@code Size}
+   * and {@code Rank}) variables. {@link SerialOrder} leaves them out of init's chain: a control
+   * edge on one would keep the graph optimizer from merging it with its twin
+   * ({@link #key} includes control inputs, as the optimizer compares them), and the folded
+   * constant has no place in an order anyway.
+   */
+  static Set<String> folded(List<NodeDef> nodes) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    for (NodeDef n : nodes) {
+      byName.put(n.getName(), n);
+    }
+    Map<String, Boolean> memo = new HashMap<>();
+    Set<String> out = new HashSet<>();
+    for (NodeDef n : nodes) {
+      if (folded(n.getName(), byName, memo)) {
+        out.add(n.getName());
+      }
+    }
+    return out;
+  }
+
+  private static boolean folded(String name, Map<String, NodeDef> byName,
+      Map<String, Boolean> memo) {
+    Boolean known = memo.get(name);
+    if (known != null) {
+      return known;
+    }
+    NodeDef n = byName.get(name);
+    if (n == null || !PURE.contains(n.getOp())) {
+      return false;
+    }
+    memo.put(name, false); // a cycle (none in a valid graph) folds nothing
+    boolean shapeOf = SHAPE_OF.contains(n.getOp());
+    boolean all = true;
+    for (String in : n.getInputList()) {
+      String src = GraphImporter.opName(in);
+      NodeDef s = byName.get(src);
+      boolean ok = folded(src, byName, memo) || (shapeOf && !in.startsWith("^") && s != null
+          && dev.lms4j.core.graph.OpTypes.VARIABLES.contains(s.getOp()));
+      if (!ok) {
+        all = false;
+        break;
+      }
+    }
+    memo.put(name, all);
+    return all;
   }
 
   /**
