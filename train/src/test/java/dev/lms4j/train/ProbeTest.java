@@ -251,39 +251,44 @@ class ProbeTest {
   }
 
   /**
-   * Where the planner refuses at 0.95 too, its plan with no margin (the whole budget) is probed:
-   * the probe is the margin. The corpus MLP with dropout (bench size; TensorFlow needs 111 MiB)
-   * at 50 MiB: the hybrid planner's lowest simulated peak, 49 MiB, is above 50 x 0.95, so auto
-   * refuses at 0.95; its plan at 1.0 (predicted 50.0 MiB) traced 46.9 MiB on 2026-12-02 (the
-   * model over-predicts this graph) and trains with the unbudgeted run's losses. At 48 MiB,
-   * where no plan is made at any ratio, the refusal names the no-margin estimate, checked: a
-   * plan for it trains (before, the 0.95 figure, 53 MiB, was named).
+   * Where the planner refuses at 0.95 too, its plan with no margin (the whole budget) is probed
+   * first: the probe is the margin. The corpus MLP with dropout (bench size; TensorFlow needs
+   * 111 MiB) at 45 MiB: the hybrid planner's lowest simulated peak, 43 MiB, is above 45 x 0.95,
+   * so auto refuses at 0.95, and the first plan probed is the one at ratio 1.0 (predicted 44.4
+   * MiB). Measured 2026-12-04: it runs out of memory there, as do the plans after it, and the
+   * budget is refused naming the smallest budget a plan was measured to train at (49 MiB: the
+   * estimate, 49, trained, and the bisection below it found 48 or 47 in two runs, plus the
+   * probe's 2% margin), checked: the probe at that budget trains with the unbudgeted run's
+   * losses. (Before the optimizer's equal slot fills
+   * were held once, as TensorFlow holds them, the floor was 49 MiB and the no-margin plan at 50
+   * trained: the model had over-counted what this graph holds.)
    */
   @Test
   void whereTheSmallerMarginIsRefusedThePlanWithNoMarginIsProbed() throws Exception {
     TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.MLP_DROPOUT
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
-    long budget = 50 * MIB;
+    long budget = 45 * MIB;
     Lms auto = Lms.builder().budget(budget).memRatio(LmsBuilder.ORDERED_MEM_RATIO).build();
     assertThatThrownBy(() -> auto.rewrite(tg)).isInstanceOf(PlanningException.class);
     Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
         LmsBuilder.ORDERED_MEM_RATIO));
-    assertThat(o.trains()).as(o.message()).isTrue();
     assertThat(o.attempts().get(0).memRatio()).isEqualTo(1.0);
     assertThat(o.attempts().get(0).predictedPeakBytes()).isGreaterThan((long) (0.95 * budget));
-    assertThat(o.result().rewritten()).isTrue();
-    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
+    // the figure named is measured: a plan was run at it
+    assertThat(o.message()).contains("checked: it trains at");
+    long smallest = o.smallestBudgetBytes();
+    assertThat(smallest).isBetween(46 * MIB, 50 * MIB);
+
+    Probe.Outcome at = Probe.closeLoop(tg, Lms.builder().budget(smallest)
+        .memRatio(LmsBuilder.ORDERED_MEM_RATIO).build(), Probe.Options.of(smallest,
+        LmsBuilder.ORDERED_MEM_RATIO));
+    assertThat(at.trains()).as(at.message()).isTrue();
+    assertThat(at.result().rewritten()).isTrue();
+    RunResult on = BudgetedRunner.run(new TrainingGraph(at.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(smallest, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
-
-    long less = 48 * MIB;
-    Probe.Outcome refused = Probe.closeLoop(tg, Lms.builder().budget(less)
-        .memRatio(LmsBuilder.ORDERED_MEM_RATIO).build(), Probe.Options.of(less,
-        LmsBuilder.ORDERED_MEM_RATIO));
-    assertThat(refused.verdict()).as(refused.message()).isEqualTo(Probe.Verdict.REFUSED);
-    assertThat(refused.smallestBudgetBytes()).isBetween(49 * MIB, 52 * MIB);
-    assertThat(refused.message()).contains("checked: a plan for");
   }
 
   /**
