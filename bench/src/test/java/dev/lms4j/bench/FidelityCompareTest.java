@@ -26,21 +26,25 @@ class FidelityCompareTest {
             .setPeakBytes(peak).setLiveBytes(live)).build();
   }
 
-  /**
-   * x (feed, 1 MiB) -> a, b (both read x, 2 MiB each) -> c = a + b (2 MiB). TensorFlow ran b
-   * before a (the levelled schedule runs a first); b held 5 MiB of scratch. Simulated in the
-   * traced order without scratch: b 1+2 = 3, a 3+2 = 5, c 5+2 = 7 MiB; with b's scratch b is
-   * at 8. Traced (bytes in use before + the op's high-water mark): b 0+7 = 7, a 2+2 = 4,
-   * c 4+2 = 6.
-   */
-  @Test
-  void comparesPerOpInTheTracedOrderAndSortsByTheGap() {
-    DataflowGraph g = DataflowGraph.builder()
+  /** x (feed, 1 MiB) -> a, b (both read x, 2 MiB each) -> c = a + b (2 MiB). */
+  private static DataflowGraph twoReluSum() {
+    return DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(MIB))
         .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
         .op("b", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
         .op("c", "AddV2", OpCategory.FORWARD, List.of("a", "b"), Tensor.ofBytes(2 * MIB))
         .build();
+  }
+
+  /**
+   * {@link #twoReluSum}. TensorFlow ran b before a (the levelled schedule runs a first); b held
+   * 5 MiB of scratch. Simulated in the traced order without scratch: b 1+2 = 3, a 3+2 = 5, c 5+2
+   * = 7 MiB; with b's scratch b is at 8. Traced (bytes in use before + the op's high-water
+   * mark): b 0+7 = 7, a 2+2 = 4, c 4+2 = 6.
+   */
+  @Test
+  void comparesPerOpInTheTracedOrderAndSortsByTheGap() {
+    DataflowGraph g = twoReluSum();
     ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
         .newBuilder().addNodeStats(node("b", 1, 2 * MIB, 7 * MIB, 2 * MIB))
         .addNodeStats(node("a", 2, 4 * MIB, 2 * MIB, 2 * MIB))
@@ -79,12 +83,7 @@ class FidelityCompareTest {
    */
   @Test
   void comparesTheAllocatorModelWithATraceUnderTheSameLimit() {
-    DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(MIB))
-        .op("a", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
-        .op("b", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(2 * MIB))
-        .op("c", "AddV2", OpCategory.FORWARD, List.of("a", "b"), Tensor.ofBytes(2 * MIB))
-        .build();
+    DataflowGraph g = twoReluSum();
     ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
         .newBuilder().addNodeStats(node("b", 1, 3 * MIB, 2 * MIB, 2 * MIB))
         .addNodeStats(node("a", 2, 6 * MIB, 2 * MIB, 2 * MIB))
