@@ -78,6 +78,8 @@ class PlannerInterfaceTest {
         assertThatThrownBy(() -> LmsMode.parse(m.cliName())).hasMessageContaining("expected");
       }
     }
+    assertThat(LmsMode.parse(" None ")).isEqualTo(LmsMode.OFF);
+    assertThatThrownBy(() -> LmsMode.parse("nonee")).hasMessageContaining("expected off,");
     assertThat(LmsMode.cliNames()).isEqualTo(
         "off, tflms, swap, remat, remat-xla, remat-path, auto, sqrt");
     SwapParams manual = SwapParams.builder().swapoutThreshold(3).swapinAhead(1).swapinGroupby(0)
