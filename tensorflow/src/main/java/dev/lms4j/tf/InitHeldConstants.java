@@ -22,7 +22,7 @@ import org.tensorflow.proto.NodeDef;
  * (12 MiB) at which tflms trains it.
  *
  * <p>Init computations that are the same computation are merged before they are folded, so one
- * constant is held for them ({@link #key}): tensorflow-framework's Adam fills a variable's two
+ * constant is held for them ({@link Keys}): tensorflow-framework's Adam fills a variable's two
  * slots with {@code Fill(Shape(var), Cast(Const 0))} each, and the bias initialisers of equal
  * shape are {@code Fill} of equal constants. Measured on the corpus encoder (framework Adam, the
  * allocator's log of init up to the step's first activation): 8 chunks of 2,048,000 bytes were
@@ -47,7 +47,7 @@ final class InitHeldConstants {
   static final long MIN_BYTES = 1L << 10;
   private static final Set<String> FOLDED = Set.of("Fill", "ZerosLike", "OnesLike", "Const");
   /**
-   * Ops without state or randomness that {@link #key} lets merge: the ones slot and initial-value
+   * Ops without state or randomness that {@link Keys} lets merge: the ones slot and initial-value
    * fills are built from (a {@code Fill} of a variable's {@code Shape} and a {@code Cast} zero,
    * as tensorflow-framework's optimizers build them).
    */
@@ -70,34 +70,16 @@ final class InitHeldConstants {
    */
   static Map<String, Long> of(List<NodeDef> nodes, Set<String> step,
       java.util.function.Function<String, GraphOperation> ops) {
-    Map<String, NodeDef> byName = new HashMap<>();
-    List<String> roots = new ArrayList<>();
-    for (NodeDef n : nodes) {
-      byName.put(n.getName(), n);
-      if (!step.contains(n.getName()) && n.getOp().startsWith("Assign")) {
-        roots.add(n.getName());
-      }
-    }
-    Set<String> init = new HashSet<>();
-    ArrayDeque<String> todo = new ArrayDeque<>(roots);
-    while (!todo.isEmpty()) {
-      String v = todo.poll();
-      NodeDef n = byName.get(v);
-      if (n == null || step.contains(v) || !init.add(v)) {
-        continue;
-      }
-      for (String in : n.getInputList()) {
-        todo.add(GraphImporter.opName(in));
-      }
-    }
+    Map<String, NodeDef> byName = byName(nodes);
+    Set<String> init = initNodes(nodes, byName, step);
     Map<String, Long> held = new java.util.LinkedHashMap<>();
-    Map<String, String> keys = new HashMap<>();
+    Keys keys = new Keys(byName);
     Set<String> kept = new HashSet<>();
     for (NodeDef n : nodes) {
       if (!init.contains(n.getName()) || !FOLDED.contains(n.getOp())) {
         continue;
       }
-      if (!kept.add(key(n.getName(), byName, keys))) {
+      if (!kept.add(keys.of(n.getName()))) {
         continue; // the same computation as one before it: merged, one constant held
       }
       GraphOperation op = ops.apply(n.getName());
@@ -119,18 +101,83 @@ final class InitHeldConstants {
   }
 
   /**
-   * The nodes TensorFlow computes once from constants and variables' static shapes and never
-   * runs: ops of {@link #PURE} whose inputs are such nodes, or (for {@code Shape}, {@code Size}
-   * and {@code Rank}) variables. {@link SerialOrder} leaves them out of init's chain: a control
-   * edge on one would keep the graph optimizer from merging it with its twin
-   * ({@link #key} includes control inputs, as the optimizer compares them), and the folded
-   * constant has no place in an order anyway.
+   * The init computations {@link #of} merges with a twin (two or more nodes of one {@link Keys}),
+   * with the {@link #PURE} ops they are computed from. {@link SerialOrder} leaves them out of
+   * init's chain as it leaves {@link #folded} ones: a control edge on one twin, or on what it is
+   * computed from, gives it another key, and TensorFlow would hold both constants where the model
+   * holds one (a variable's two {@code ZerosLike} slots, or {@code Fill}s of a resource
+   * variable's {@code Shape(ReadVariableOp)}, which {@link #folded} does not count).
+   *
+   * @param nodes the graph's nodes
+   * @param step  the names of the ops a step runs
+   * @return the twins and their pure ancestors, by name
    */
-  static Set<String> folded(List<NodeDef> nodes) {
+  static Set<String> merged(List<NodeDef> nodes, Set<String> step) {
+    Map<String, NodeDef> byName = byName(nodes);
+    Set<String> init = initNodes(nodes, byName, step);
+    Keys keys = new Keys(byName);
+    Map<String, List<String>> byKey = new java.util.LinkedHashMap<>();
+    for (NodeDef n : nodes) {
+      if (init.contains(n.getName()) && FOLDED.contains(n.getOp())) {
+        byKey.computeIfAbsent(keys.of(n.getName()), k -> new ArrayList<>()).add(n.getName());
+      }
+    }
+    Set<String> out = new java.util.LinkedHashSet<>();
+    ArrayDeque<String> todo = new ArrayDeque<>();
+    byKey.values().stream().filter(twins -> twins.size() > 1).forEach(todo::addAll);
+    while (!todo.isEmpty()) {
+      NodeDef n = byName.get(todo.poll());
+      if (n == null || !PURE.contains(n.getOp()) || !out.add(n.getName())) {
+        continue;
+      }
+      for (String in : n.getInputList()) {
+        todo.add(GraphImporter.opName(in));
+      }
+    }
+    return out;
+  }
+
+  private static Map<String, NodeDef> byName(List<NodeDef> nodes) {
     Map<String, NodeDef> byName = new HashMap<>();
     for (NodeDef n : nodes) {
       byName.put(n.getName(), n);
     }
+    return byName;
+  }
+
+  /** The ancestors of the {@code Assign*} ops outside {@code step}, themselves included. */
+  private static Set<String> initNodes(List<NodeDef> nodes, Map<String, NodeDef> byName,
+      Set<String> step) {
+    ArrayDeque<String> todo = new ArrayDeque<>();
+    for (NodeDef n : nodes) {
+      if (!step.contains(n.getName()) && n.getOp().startsWith("Assign")) {
+        todo.add(n.getName());
+      }
+    }
+    Set<String> init = new HashSet<>();
+    while (!todo.isEmpty()) {
+      String v = todo.poll();
+      NodeDef n = byName.get(v);
+      if (n == null || step.contains(v) || !init.add(v)) {
+        continue;
+      }
+      for (String in : n.getInputList()) {
+        todo.add(GraphImporter.opName(in));
+      }
+    }
+    return init;
+  }
+
+  /**
+   * The nodes TensorFlow computes once from constants and variables' static shapes and never
+   * runs: ops of {@link #PURE} whose inputs are such nodes, or (for {@code Shape}, {@code Size}
+   * and {@code Rank}) variables. {@link SerialOrder} leaves them out of init's chain: a control
+   * edge on one would keep the graph optimizer from merging it with its twin
+   * ({@link Keys} includes control inputs, as the optimizer compares them), and the folded
+   * constant has no place in an order anyway.
+   */
+  static Set<String> folded(List<NodeDef> nodes) {
+    Map<String, NodeDef> byName = byName(nodes);
     Map<String, Boolean> memo = new HashMap<>();
     Set<String> out = new HashSet<>();
     for (NodeDef n : nodes) {
@@ -173,37 +220,66 @@ final class InitHeldConstants {
    * with constant folding on every executor's graph): ops of one type with the same attributes,
    * device and inputs (data inputs in order, control inputs as a set), recursively; a
    * {@code Const} by its value as written. Only ops of {@link #PURE} merge; any other op (a
-   * variable, a random op, an op not listed) stands for itself. The key of {@code name}, the
-   * same for two nodes exactly when this rule merges them.
+   * variable, a random op, an op not listed) stands for itself. {@link #of} gives two nodes the
+   * same key exactly when this rule merges them; keys of one {@code Keys} compare, not across.
+   *
+   * <p>Keys are memoized per node and interned: a node's key is written from its inputs'
+   * interned ids (so it stays short however deep or wide the computation, and a DAG whose
+   * branches rejoin costs one key per node), and attribute values longer than 64 bytes (a
+   * {@code Const}'s tensor) by their SHA-256 digest.
    */
-  static String key(String name, Map<String, NodeDef> byName, Map<String, String> keys) {
-    String k = keys.get(name);
-    if (k != null) {
+  static final class Keys {
+    private final Map<String, NodeDef> byName;
+    private final Map<String, String> byNode = new HashMap<>();
+    private final Map<String, String> ids = new HashMap<>();
+    private final java.security.MessageDigest sha;
+
+    /** Keys for the nodes of one graph, by name. */
+    Keys(Map<String, NodeDef> byName) {
+      this.byName = byName;
+      try {
+        this.sha = java.security.MessageDigest.getInstance("SHA-256");
+      } catch (java.security.NoSuchAlgorithmException e) {
+        throw new IllegalStateException("SHA-256 is part of every JDK", e);
+      }
+    }
+
+    /** The key of node {@code name}. */
+    String of(String name) {
+      String k = byNode.get(name);
+      if (k != null) {
+        return k;
+      }
+      NodeDef n = byName.get(name);
+      if (n == null || !PURE.contains(n.getOp())) {
+        k = "@" + name;
+      } else {
+        byNode.put(name, "@" + name); // a cycle (none in a valid graph) stands for itself
+        StringBuilder b = new StringBuilder(n.getOp()).append('|').append(n.getDevice());
+        new java.util.TreeMap<>(n.getAttrMap()).forEach((a, v) -> b.append('|').append(a)
+            .append('=').append(value(v.toByteArray())));
+        java.util.TreeSet<String> control = new java.util.TreeSet<>();
+        for (String in : n.getInputList()) {
+          if (in.startsWith("^")) {
+            control.add(of(in.substring(1)));
+          } else {
+            int colon = in.lastIndexOf(':');
+            String port = colon < 0 ? "0" : in.substring(colon + 1);
+            b.append("|(").append(of(GraphImporter.opName(in))).append(')').append(port);
+          }
+        }
+        control.forEach(c -> b.append("|^(").append(c).append(')'));
+        k = ids.computeIfAbsent(b.toString(), x -> "#" + ids.size());
+      }
+      byNode.put(name, k);
       return k;
     }
-    NodeDef n = byName.get(name);
-    if (n == null || !PURE.contains(n.getOp())) {
-      k = "@" + name;
-    } else {
-      keys.put(name, "@" + name); // a cycle (none in a valid graph) stands for itself
-      StringBuilder b = new StringBuilder(n.getOp()).append('|').append(n.getDevice());
-      new java.util.TreeMap<>(n.getAttrMap()).forEach((a, v) -> b.append('|').append(a)
-          .append('=').append(java.util.Base64.getEncoder().encodeToString(v.toByteArray())));
-      java.util.TreeSet<String> control = new java.util.TreeSet<>();
-      for (String in : n.getInputList()) {
-        if (in.startsWith("^")) {
-          control.add(key(in.substring(1), byName, keys));
-        } else {
-          int colon = in.lastIndexOf(':');
-          String port = colon < 0 ? "0" : in.substring(colon + 1);
-          b.append("|(").append(key(GraphImporter.opName(in), byName, keys)).append(")")
-              .append(port);
-        }
+
+    private String value(byte[] bytes) {
+      if (bytes.length <= 64) {
+        return java.util.Base64.getEncoder().encodeToString(bytes);
       }
-      control.forEach(c -> b.append("|^(").append(c).append(')'));
-      k = b.toString();
+      return "sha256:" + java.util.HexFormat.of().formatHex(sha.digest(bytes));
     }
-    keys.put(name, k);
-    return k;
   }
 }

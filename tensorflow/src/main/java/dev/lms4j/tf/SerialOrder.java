@@ -163,8 +163,10 @@ public final class SerialOrder {
       prev = null;
       // what TensorFlow folds before init runs (InitHeldConstants holds the same, a Fill above
       // 10 MiB included: grappler folds those; one rewired by InitConstants reads a
-      // PlaceholderWithDefault and is not among them): chained, twins would not be merged
-      Set<String> folded = InitHeldConstants.folded(gd.getNodeList());
+      // PlaceholderWithDefault and is not among them), and every init computation the model
+      // merges with a twin: chained, twins would not be merged
+      Set<String> folded = new HashSet<>(InitHeldConstants.folded(gd.getNodeList()));
+      folded.addAll(InitHeldConstants.merged(gd.getNodeList(), step));
       for (String name : initOrder(nodes, init)) {
         NodeDef.Builder b = nodes.get(name);
         if (step.contains(name) || OpTypes.isResident(b.getOp())

@@ -16,7 +16,7 @@ import org.tensorflow.op.core.Variable;
 import org.tensorflow.types.TFloat32;
 
 /**
- * Init fills that are the same computation are held once ({@link InitHeldConstants#key}), as
+ * Init fills that are the same computation are held once ({@link InitHeldConstants.Keys}), as
  * TensorFlow's graph optimizer merges them before it folds them: the two slots of a variable
  * filled as tensorflow-framework's optimizers fill them, {@code Fill(Shape(var), Cast(Const 0))};
  * bias initialisers {@code Fill} of equal constants.
@@ -52,6 +52,61 @@ class InitHeldConstantsMergeTest {
           "c1_init/Fill");
       assertThat(held).containsEntry("a_m_init/Fill", 64 * 32 * 4L)
           .containsEntry("c1_init/Fill", 512 * 4L);
+    }
+  }
+
+  /**
+   * What must not merge: computations that differ only by a control input, by the device asked
+   * for, or by reading a random op (each random op stands for itself, whatever its attributes);
+   * large {@code Const} values merge by value, under a short key.
+   */
+  @Test
+  void computationsThatDifferDoNotMergeAndLargeConstantsMergeByValue() {
+    try (Graph g = new Graph()) {
+      Ops tf = Ops.create(g);
+      var dims = tf.withName("dims").constant(new long[] {64, 32});
+      var zero = tf.withName("zero").constant(0f);
+      tf.withName("plain1").fill(dims, zero);
+      tf.withName("plain2").fill(dims, zero);
+      var other = tf.withName("other").noOp();
+      tf.withName("gated").withControlDependencies(List.of(other)).fill(dims, zero);
+      tf.withName("placed").fill(dims, zero);
+      var scalar = tf.withName("scalar").constant(new long[] {});
+      for (String r : List.of("rand1", "rand2")) {
+        var u = tf.withName(r).random.randomUniform(scalar, TFloat32.class);
+        tf.withName(r + "_fill").fill(dims, tf.withName(r + "_cast").dtypes.cast(u,
+            TFloat32.class));
+      }
+      float[] values = new float[2048];
+      java.util.Arrays.fill(values, 0.25f);
+      tf.withName("big1").constant(values);
+      tf.withName("big2").constant(values);
+      values[7] = 0.5f;
+      tf.withName("big3").constant(values);
+      var gd = g.toGraphDef().toBuilder();
+      for (var n : gd.getNodeBuilderList()) {
+        if (n.getName().equals("placed")) {
+          n.setDevice("/device:CPU:0");
+        }
+      }
+      Map<String, org.tensorflow.proto.NodeDef> byName = new java.util.HashMap<>();
+      gd.getNodeList().forEach(n -> byName.put(n.getName(), n));
+      InitHeldConstants.Keys keys = new InitHeldConstants.Keys(byName);
+
+      assertThat(keys.of("plain1"))
+          .isEqualTo(keys.of("plain2"));
+      assertThat(keys.of("gated"))
+          .isNotEqualTo(keys.of("plain1"));
+      assertThat(keys.of("placed"))
+          .isNotEqualTo(keys.of("plain1"));
+      // the same attributes and seeds: still two random draws
+      assertThat(keys.of("rand1_fill"))
+          .isNotEqualTo(keys.of("rand2_fill"));
+      assertThat(keys.of("big1"))
+          .isEqualTo(keys.of("big2"))
+          .isNotEqualTo(keys.of("big3"));
+      // 8 KiB of tensor content, keyed by its digest: the key stays short
+      assertThat(keys.of("big1").length()).isLessThan(200);
     }
   }
 

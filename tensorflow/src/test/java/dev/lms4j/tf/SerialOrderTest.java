@@ -156,6 +156,62 @@ class SerialOrderTest {
     }
   }
 
+  /**
+   * Init computations the model holds once because they are the same computation (two slots
+   * filled with {@code ZerosLike(w)}, which {@code InitHeldConstants.folded} does not count) stay
+   * out of init's chain: with a control edge each, TensorFlow would not merge them and would hold
+   * two 4 KiB constants where the model holds one. Init's other ops (w's random initial value)
+   * are still chained.
+   */
+  @Test
+  void initTwinsTheModelMergesAreLeftOutOfInitsChain() {
+    GraphDef gd;
+    try (Graph g = new Graph()) {
+      Ops tf = Ops.create(g);
+      Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
+          Placeholder.shape(Shape.of(4, 32)));
+      var w = tf.withName("w").variable(Shape.of(32, 32), TFloat32.class);
+      List<org.tensorflow.op.Op> inits = new ArrayList<>();
+      Ops wi = tf.withSubScope("w_init");
+      var initial = wi.math.mul(wi.random.truncatedNormal(wi.constant(new long[] {32, 32}),
+          TFloat32.class), wi.constant(0.1f));
+      inits.add(wi.assign(w, initial));
+      for (String slot : List.of("s1", "s2")) {
+        var s = tf.withName(slot).variable(Shape.of(32, 32), TFloat32.class);
+        Ops si = tf.withSubScope(slot + "_init");
+        inits.add(si.assign(s, si.zerosLike(w)));
+      }
+      tf.withName("init").withControlDependencies(inits).noOp();
+      var loss = tf.withName("loss").math.mean(tf.linalg.matMul(x, w),
+          tf.constant(new int[] {0, 1}));
+      tf.withName("train").withControlDependencies(List.of(loss)).noOp();
+      gd = g.toGraphDef();
+      // the model holds one of the two: they are the same computation
+      java.util.Set<String> step = GraphImporter.ancestors(gd, java.util.Set.of("loss",
+          "train"));
+      assertThat(InitHeldConstants.of(gd.getNodeList(), step, g::operation))
+          .containsOnlyKeys("s1_init/ZerosLike");
+      assertThat(InitHeldConstants.folded(gd.getNodeList()))
+          .doesNotContain("s1_init/ZerosLike", "s2_init/ZerosLike");
+      assertThat(InitHeldConstants.merged(gd.getNodeList(), step))
+          .containsExactlyInAnyOrder("s1_init/ZerosLike", "s2_init/ZerosLike");
+    }
+    Manifest m = new Manifest(List.of(new Manifest.Feed("x", "float32", new long[] {4, 32},
+        "normal")), "loss:0", "train", "init");
+    SerialOrder.Result r = SerialOrder.enforce(gd, m);
+    assertThat(r.reason()).isNull();
+    assertThat(r.initChained()).isGreaterThan(1);
+    Map<String, NodeDef> after = TfTests.nodes(r.graphDef());
+    for (String twin : List.of("s1_init/ZerosLike", "s2_init/ZerosLike")) {
+      assertThat(after.get(twin).getInputList()).as(twin).containsExactly("w");
+    }
+    // the random initial value is in the chain: some init op waits on another
+    assertThat(r.graphDef().getNodeList()).anySatisfy(n -> {
+      assertThat(n.getName()).startsWith("w_init/");
+      assertThat(n.getInputList()).anyMatch(in -> in.startsWith("^"));
+    });
+  }
+
   private static int controlInputs(GraphDef gd) {
     int n = 0;
     for (NodeDef node : gd.getNodeList()) {
