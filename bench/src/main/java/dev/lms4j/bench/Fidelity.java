@@ -283,7 +283,15 @@ public final class Fidelity {
     AtBudget a = compareAtBudget(estimated, t, mib << 20);
     node.put("traced_peak_bytes", a.tracedPeak).put("allocator_peak_bytes", a.modelPeak)
         .put("ops_compared", a.rows.size()).put("median_abs_gap_bytes", a.medianAbsGap())
-        .put("within_half_mib", a.within(1L << 19));
+        .put("within_half_mib", a.within(1L << 19)).put("allocator_fits",
+            a.modelFailedAt == null);
+    if (a.modelFailedAt != null) {
+      node.put("allocator_failed_at", a.modelFailedAt).put("ops_not_compared",
+          a.opsNotCompared);
+      say(out, "%s at %d MiB: the allocator model runs out of memory at %s, where TensorFlow "
+          + "did not (%d ops from there not compared)", label, mib, a.modelFailedAt,
+          a.opsNotCompared);
+    }
     ArrayNode top = node.putArray("top_gaps");
     for (AtBudget.Row r : a.rows.subList(0, Math.min(TOP, a.rows.size()))) {
       top.addObject().put("op", r.op()).put("type", r.type()).put("allocator", r.alloc())
@@ -299,7 +307,13 @@ public final class Fidelity {
    * run under {@code limit}; the model replays the graph in that step's order under the same
    * limit ({@link BfcReplay#inUseWhileRunning}). Compared per op that allocated (an op without
    * memory statistics only carries the bytes in use over, often from an op that ran beside
-   * it), the traced figure as in {@link #compare}; sorted by the largest absolute gap.
+   * it), the traced figure computed as in {@link #compare} (the larger of the bytes in use
+   * after the op and those before it plus its peak) but from the op's first record with memory
+   * statistics, as its place in {@link #tracedOrder} is its first; sorted by the largest
+   * absolute gap. Where
+   * the model runs out of memory under the limit (TensorFlow did not: the step was traced), the
+   * result names the op ({@link AtBudget#modelFailedAt}) and the ops from there on are not
+   * compared.
    */
   static AtBudget compareAtBudget(DataflowGraph g, ScratchTrace trace, long limit) {
     int[] order = tracedOrder(g, trace);
@@ -316,6 +330,11 @@ public final class Fidelity {
     for (int i = 0; i < order.length; i++) {
       a.modelPeak = Math.max(a.modelPeak, alloc[i]);
       Op op = g.op(order[i]);
+      if (alloc[i] < 0 && a.modelFailedAt == null) {
+        // the model ran out of memory where TensorFlow did not: from here on nothing compares
+        a.modelFailedAt = op.name();
+        a.opsNotCompared = order.length - i;
+      }
       Long t = traced.get(op.name());
       if (t != null && alloc[i] >= 0) {
         a.rows.add(new AtBudget.Row(op.name(), op.type(), alloc[i], t));
@@ -337,7 +356,12 @@ public final class Fidelity {
 
     final List<Row> rows = new ArrayList<>();
     final long tracedPeak;
+    /** The model's peak over the ops it ran (up to {@link #modelFailedAt}, where it failed). */
     long modelPeak;
+    /** The op where the model ran out of memory under the limit, or null where it fits. */
+    String modelFailedAt;
+    /** The ops from {@link #modelFailedAt} on, which no row compares. */
+    int opsNotCompared;
 
     AtBudget(long tracedPeak) {
       this.tracedPeak = tracedPeak;
@@ -667,9 +691,15 @@ public final class Fidelity {
         continue;
       }
       var top = a.path("top_gaps").path(0);
-      md.append(String.format(Locale.ROOT, "%.1f | %.1f | %d of %d | %.2f | %s%n",
-          mib(a.path("traced_peak_bytes").asLong()), mib(a.path("allocator_peak_bytes")
-              .asLong()), a.path("within_half_mib").asInt(), a.path("ops_compared").asInt(),
+      String modelPeak = String.format(Locale.ROOT, "%.1f", mib(a.path("allocator_peak_bytes")
+          .asLong()));
+      if (a.has("allocator_failed_at")) {
+        modelPeak += " (out of memory at " + a.path("allocator_failed_at").asText() + ", "
+            + a.path("ops_not_compared").asInt() + " ops not compared)";
+      }
+      md.append(String.format(Locale.ROOT, "%.1f | %s | %d of %d | %.2f | %s%n",
+          mib(a.path("traced_peak_bytes").asLong()), modelPeak,
+          a.path("within_half_mib").asInt(), a.path("ops_compared").asInt(),
           mib(a.path("median_abs_gap_bytes").asLong()), top.isMissingNode() ? "- |"
               : String.format(Locale.ROOT, "%s (%s): %.1f / %.1f |", top.path("op").asText(),
                   top.path("type").asText(), mib(top.path("allocator").asLong()),

@@ -98,10 +98,15 @@ class FidelityCompareTest {
     assertThat(at8.medianAbsGap()).isEqualTo(MIB);
     assertThat(at8.modelPeak).isEqualTo(5 * MIB);
     assertThat(at8.tracedPeak).isEqualTo(6 * MIB);
+    assertThat(at8.modelFailedAt).isNull();
     Fidelity.AtBudget at5 = Fidelity.compareAtBudget(g, t, 5 * MIB);
     assertThat(at5.rows).extracting(Fidelity.AtBudget.Row::op).containsExactly("b");
     assertThat(at5.rows.get(0).alloc()).isEqualTo(4 * MIB);
     assertThat(at5.rows.get(0).gap()).isEqualTo(-MIB);
+    // the model fails at a (TensorFlow did not): said, not hidden behind b's peak
+    assertThat(at5.modelFailedAt).isEqualTo("a");
+    assertThat(at5.opsNotCompared).isEqualTo(2);
+    assertThat(at5.modelPeak).isEqualTo(4 * MIB);
   }
 
   /** The at-the-minimum table: a row per graph measured with it, its error where it failed. */
@@ -123,7 +128,16 @@ class FidelityCompareTest {
         .put("min_budget_mib", 95).putObject("at_min").put("budget_mib", 95)
         .put("error", "the traced run failed: OOM");
     graphs.addObject().put("graph", "old").putObject("no_lms").put("min_budget_mib", 9);
+    ObjectNode failed = graphs.addObject().put("graph", "vgg16 b16").putObject("no_lms")
+        .put("min_budget_mib", 40).putObject("at_min").put("budget_mib", 40)
+        .put("traced_peak_bytes", 38 * MIB).put("allocator_peak_bytes", 30 * MIB)
+        .put("ops_compared", 90).put("within_half_mib", 80)
+        .put("median_abs_gap_bytes", MIB / 2).put("allocator_fits", false)
+        .put("allocator_failed_at", "conv9").put("ops_not_compared", 60);
+    failed.putArray("top_gaps");
     String md = Fidelity.markdown(root);
+    assertThat(md).contains("| vgg16 b16 | 40 MiB | 38.0 | 30.0 (out of memory at conv9, 60 "
+        + "ops not compared) | 80 of 90 | 0.50 | - |");
     assertThat(md).contains("| unet3d b1 | 29 MiB | 27.0 | 26.0 | 140 of 150 | 0.25 | "
         + "bn (FusedBatchNormV3): 20.0 / 22.0 |");
     assertThat(md).contains("| lenet b100 | 95 MiB | the traced run failed: OOM |");
