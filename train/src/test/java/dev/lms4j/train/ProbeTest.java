@@ -518,6 +518,43 @@ class ProbeTest {
   }
 
   /**
+   * Where plans for the planner's estimate and the budgets an eighth above it do not train, the
+   * figure named is bisected over plans between the last of them and what the graph was
+   * measured to need, so it is one a plan trains at (the corpus DenseNet at 17 MiB named 77 MiB,
+   * the unmodified graph's need, where a plan for 26 MiB trains). Here a planner that refuses
+   * every budget under 33 MiB (estimating 20 MiB) and plans with {@code auto} from 33 MiB on
+   * (where auto trains the mlp, batch 2048 and width 256: ZooUnderBudgetTest), at 16 MiB:
+   * 20, 23 and 26 MiB are refused, the unmodified graph runs out of memory, and the plans of the
+   * bisection between 26 MiB and the unmodified graph's need find one that trains, at 33 MiB or
+   * above and below that need. Refusals run nothing, so the test runs about seven steps.
+   */
+  @Test
+  void whereTheEstimateDoesNotHoldPlansAreBisectedBelowTheGraphsNeed() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(2048, Map.of("width", "256"));
+    long budget = 16 * MIB;
+    long from = 33 * MIB;
+    Lms auto = Lms.builder().budget(from).build();
+    List<Long> planned = new ArrayList<>();
+    Probe.Outcome o = Probe.closeLoop(tg, b -> {
+      if (b.bytes() < from) {
+        throw new PlanningException("refused below 33 MiB for this test", 20 * MIB);
+      }
+      planned.add(b.bytes() >> 20);
+      return auto.withBudget(b).rewrite(tg);
+    }, Probe.Options.of(budget, auto.budget().memRatio()));
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REFUSED);
+    assertThat(o.message()).as(o.message()).contains("checked: a plan for")
+        .contains("bisected between").contains("the planner's estimate, 20 MiB, did not hold");
+    assertThat(planned).as("the bisection planned").isNotEmpty();
+    assertThat(o.smallestBudgetBytes()).as(o.message()).isGreaterThanOrEqualTo(from)
+        .isIn(planned.stream().map(m -> m << 20).toList());
+    // below what the unmodified graph was measured to need, the figure named before
+    RunResult unmodified = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, STEPS));
+    assertThat(o.smallestBudgetBytes()).isLessThan(unmodified.peakBytes());
+    System.out.println("refusal: " + o.message());
+  }
+
+  /**
    * The trainer with {@link LmsCallback} at a budget where {@code auto} rewrites the mlp (batch
    * 2048, width 256, 33 MiB; ZooUnderBudgetTest): the same epoch losses with the probe (which
    * ran, in its own worker, planning first at {@link Probe#PROBED_MEM_RATIO}) as without it

@@ -683,7 +683,41 @@ public final class Probe {
         how = "the planner's estimate; not confirmed: " + tried + before;
         checked = true;
       } else {
-        how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried + before;
+        // no plan trained up to the last check, and the graph measured needs far more: bisect
+        // plans between the two, so the figure named is one a plan was seen to train at, not
+        // what the unmodified graph needs (DenseNet at 17 MiB: plans for 18, 21 and 24 MiB ran
+        // out of memory, 77 MiB was named, and a plan for 26 MiB trains)
+        long lo = at;
+        long hi = -1;
+        for (int k = 0; k < BISECTIONS; k++) {
+          long top = hi > 0 ? hi : needMib;
+          long mid = (lo + top) / 2;
+          if (mid <= lo || top - lo <= Math.max(1, lo / 16)) {
+            break;
+          }
+          String why = planAndProbe(tg, planner, alternatives, o, mid);
+          LOG.info("[LMS][probe] Bisecting plans between {} and {} MiB, at {} MiB: {}", lo,
+              top, mid, why == null ? "a plan trains" : why);
+          if (why == null) {
+            hi = mid;
+          } else {
+            lo = mid;
+          }
+        }
+        if (hi > 0) {
+          misses.add(at + " MiB: " + tried);
+          how = "checked: a plan for " + hi + " MiB trains at it, bisected between the last "
+              + "budget where none did (" + lo + " MiB) and what the " + (failed != null
+              ? "last plan" : "unmodified graph") + " was measured to need (" + needMib
+              + " MiB); the planner's estimate, " + estimate + " MiB, did not hold ("
+              + String.join("; ", misses) + ")";
+          smallest = hi << 20;
+          needMib = hi;
+          checked = true;
+        } else {
+          how += "; the planner's estimate, " + estimate + " MiB, did not hold: " + tried
+              + before;
+        }
       }
     }
     if (!checked && free.fits()) {
