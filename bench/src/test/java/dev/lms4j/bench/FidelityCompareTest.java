@@ -19,6 +19,15 @@ import org.tensorflow.proto.StepStats;
 class FidelityCompareTest {
   private static final long MIB = 1L << 20;
 
+  /** A trace of one device's step stats, these nodes in this order. */
+  private static ScratchTrace trace(NodeExecStats... nodes) {
+    DeviceStepStats.Builder dev = DeviceStepStats.newBuilder();
+    for (NodeExecStats n : nodes) {
+      dev.addNodeStats(n);
+    }
+    return ScratchTrace.of(StepStats.newBuilder().addDevStats(dev).build());
+  }
+
   private static NodeExecStats node(String name, long start, long inUse, long peak, long live) {
     return NodeExecStats.newBuilder().setNodeName(name).setAllStartMicros(start)
         .setTimelineLabel(name + " = Relu(x)")
@@ -45,10 +54,8 @@ class FidelityCompareTest {
   @Test
   void comparesPerOpInTheTracedOrderAndSortsByTheGap() {
     DataflowGraph g = twoReluSum();
-    ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
-        .newBuilder().addNodeStats(node("b", 1, 2 * MIB, 7 * MIB, 2 * MIB))
-        .addNodeStats(node("a", 2, 4 * MIB, 2 * MIB, 2 * MIB))
-        .addNodeStats(node("c", 3, 2 * MIB, 2 * MIB, 2 * MIB))).build());
+    ScratchTrace t = trace(node("b", 1, 2 * MIB, 7 * MIB, 2 * MIB),
+        node("a", 2, 4 * MIB, 2 * MIB, 2 * MIB), node("c", 3, 2 * MIB, 2 * MIB, 2 * MIB));
     int[] order = Fidelity.tracedOrder(g, t);
     assertThat(List.of(g.op(order[1]).name(), g.op(order[2]).name())).containsExactly("b", "a");
     Fidelity.Comparison c = Fidelity.compare(g, t);
@@ -84,11 +91,9 @@ class FidelityCompareTest {
   @Test
   void comparesTheAllocatorModelWithATraceUnderTheSameLimit() {
     DataflowGraph g = twoReluSum();
-    ScratchTrace t = ScratchTrace.of(StepStats.newBuilder().addDevStats(DeviceStepStats
-        .newBuilder().addNodeStats(node("b", 1, 3 * MIB, 2 * MIB, 2 * MIB))
-        .addNodeStats(node("a", 2, 6 * MIB, 2 * MIB, 2 * MIB))
-        .addNodeStats(NodeExecStats.newBuilder().setNodeName("c").setAllStartMicros(3)
-            .setTimelineLabel("c = AddV2(a, b)"))).build());
+    ScratchTrace t = trace(node("b", 1, 3 * MIB, 2 * MIB, 2 * MIB),
+        node("a", 2, 6 * MIB, 2 * MIB, 2 * MIB), NodeExecStats.newBuilder().setNodeName("c")
+            .setAllStartMicros(3).setTimelineLabel("c = AddV2(a, b)").build());
     Fidelity.AtBudget at8 = Fidelity.compareAtBudget(g, t, 8 * MIB);
     assertThat(at8.rows).extracting(Fidelity.AtBudget.Row::op).containsExactly("a", "b");
     assertThat(at8.rows).extracting(Fidelity.AtBudget.Row::alloc)
@@ -112,29 +117,17 @@ class FidelityCompareTest {
   /** The at-the-minimum table: a row per graph measured with it, its error where it failed. */
   @Test
   void markdownShowsTheComparisonAtTheRealMinimum() {
-    ObjectMapper json = new ObjectMapper();
-    ObjectNode root = json.createObjectNode().put("command", "c").put("machine", "m")
-        .put("wall_seconds", 60).put("steps_per_probe", 2).put("resolution", 0.03)
-        .put("plan_fractions", "[0.6]");
+    ObjectNode root = root();
     var graphs = root.putArray("graphs");
-    ObjectNode at = graphs.addObject().put("graph", "unet3d b1").putObject("no_lms")
-        .put("min_budget_mib", 29).putObject("at_min").put("budget_mib", 29)
-        .put("traced_peak_bytes", 27 * MIB).put("allocator_peak_bytes", 26 * MIB)
-        .put("ops_compared", 150).put("within_half_mib", 140)
-        .put("median_abs_gap_bytes", MIB / 4);
+    ObjectNode at = atMin(graphs, "unet3d b1", 29, 27, 26, 150, 140, MIB / 4);
     at.putArray("top_gaps").addObject().put("op", "bn").put("type", "FusedBatchNormV3")
         .put("allocator", 20 * MIB).put("traced", 22 * MIB);
     graphs.addObject().put("graph", "lenet b100").putObject("no_lms")
         .put("min_budget_mib", 95).putObject("at_min").put("budget_mib", 95)
         .put("error", "the traced run failed: OOM");
     graphs.addObject().put("graph", "old").putObject("no_lms").put("min_budget_mib", 9);
-    ObjectNode failed = graphs.addObject().put("graph", "vgg16 b16").putObject("no_lms")
-        .put("min_budget_mib", 40).putObject("at_min").put("budget_mib", 40)
-        .put("traced_peak_bytes", 38 * MIB).put("allocator_peak_bytes", 30 * MIB)
-        .put("ops_compared", 90).put("within_half_mib", 80)
-        .put("median_abs_gap_bytes", MIB / 2).put("allocator_fits", false)
-        .put("allocator_failed_at", "conv9").put("ops_not_compared", 60);
-    failed.putArray("top_gaps");
+    atMin(graphs, "vgg16 b16", 40, 38, 30, 90, 80, MIB / 2).put("allocator_fits", false)
+        .put("allocator_failed_at", "conv9").put("ops_not_compared", 60).putArray("top_gaps");
     String md = Fidelity.markdown(root);
     assertThat(md).contains("| vgg16 b16 | 40 MiB | 38.0 | 30.0 (out of memory at conv9, 60 "
         + "ops not compared) | 80 of 90 | 0.50 | - |");
@@ -144,12 +137,26 @@ class FidelityCompareTest {
     assertThat(md).doesNotContain("| old | 9 MiB |");
   }
 
-  @Test
-  void markdownShowsErrorsAgainstTheRealMinimum() {
-    ObjectMapper json = new ObjectMapper();
-    ObjectNode root = json.createObjectNode().put("command", "c").put("machine", "m")
+  /** A result file's root, with the fields every table's heading reads. */
+  private static ObjectNode root() {
+    return new ObjectMapper().createObjectNode().put("command", "c").put("machine", "m")
         .put("wall_seconds", 60).put("steps_per_probe", 2).put("resolution", 0.03)
         .put("plan_fractions", "[0.6]");
+  }
+
+  /** A graph measured at its real minimum: the at-the-minimum node, figures in MiB. */
+  private static ObjectNode atMin(com.fasterxml.jackson.databind.node.ArrayNode graphs,
+      String graph, long budget, long traced, long model, int compared, int within, long gap) {
+    return graphs.addObject().put("graph", graph).putObject("no_lms")
+        .put("min_budget_mib", budget).putObject("at_min").put("budget_mib", budget)
+        .put("traced_peak_bytes", traced * MIB).put("allocator_peak_bytes", model * MIB)
+        .put("ops_compared", compared).put("within_half_mib", within)
+        .put("median_abs_gap_bytes", gap);
+  }
+
+  @Test
+  void markdownShowsErrorsAgainstTheRealMinimum() {
+    ObjectNode root = root();
     ObjectNode g = root.putArray("graphs").addObject().put("graph", "lenet b100")
         .put("traced_peak_bytes", 90 * MIB).put("traced_peak_with_scratch_bytes", 95 * MIB)
         .put("largest_traced_scratch_bytes", 21 * MIB);
