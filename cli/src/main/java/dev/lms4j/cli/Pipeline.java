@@ -169,7 +169,7 @@ final class Pipeline {
           a.predictedPeakBytes() < 0 ? "unknown" : Sizes.mib(a.predictedPeakBytes()),
           a.fits() ? "measured peak " + Sizes.mib(a.measuredPeakBytes())
               : a.oom() ? "ran out of memory" + (a.failedAllocationBytes() > 0
-                  ? " allocating " + Sizes.mib(a.failedAllocationBytes()) : "")
+                  ? " allocating " + Sizes.allocation(a.failedAllocationBytes()) : "")
               : "failed",
           a.tighterLimitBytes() > 0 ? "; under " + Sizes.mib(a.tighterLimitBytes()) + " "
               + (a.tighterFits() ? "it trains too" : "it does not train") : "");

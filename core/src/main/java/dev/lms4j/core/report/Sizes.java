@@ -45,6 +45,17 @@ public final class Sizes {
     return (long) bytes;
   }
 
+  /**
+   * An allocation's size: in MiB with one decimal, or in KiB under a tenth of a MiB (a failed
+   * allocation of 12,544 bytes is {@code 12.3 KiB}, not {@code 0.0 MiB}).
+   */
+  public static String allocation(long bytes) {
+    if (bytes > 0 && bytes < (1 << 20) / 10) {
+      return String.format(Locale.ROOT, "%.1f KiB", bytes / 1024.0);
+    }
+    return mib(bytes);
+  }
+
   /** A size in MiB with one decimal, e.g. {@code 512.0 MiB}. */
   public static String mib(long bytes) {
     return String.format(Locale.ROOT, "%.1f MiB", bytes / 1048576.0);

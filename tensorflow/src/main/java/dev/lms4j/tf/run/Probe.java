@@ -985,7 +985,8 @@ public final class Probe {
     return (int) attempts.stream().filter(a -> a.graph().equals("plan")).count();
   }
 
-  private static String mib(long bytes) {
-    return String.format(Locale.ROOT, "%.1f MiB", bytes / (double) (1 << 20));
+  /** Bytes in MiB to one decimal; under 0.1 MiB (a small allocation that failed) in KiB. */
+  static String mib(long bytes) {
+    return dev.lms4j.core.report.Sizes.allocation(bytes);
   }
 }

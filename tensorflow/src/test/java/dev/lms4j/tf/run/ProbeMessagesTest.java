@@ -25,6 +25,16 @@ class ProbeMessagesTest {
     assertThat(Probe.failedAllocation(null)).isEqualTo(-1);
   }
 
+  /** A small failed allocation is written in KiB: "allocating 0.0 MiB" said nothing. */
+  @Test
+  void sizesUnderATenthOfAMiBAreWrittenInKiB() {
+    assertThat(Probe.mib(12_544)).isEqualTo("12.3 KiB");
+    assertThat(Probe.mib(104_856)).isEqualTo("102.4 KiB");
+    assertThat(Probe.mib(104_857)).isEqualTo("0.1 MiB");
+    assertThat(Probe.mib(12_845_056)).isEqualTo("12.3 MiB");
+    assertThat(Probe.mib(0)).isEqualTo("0.0 MiB");
+  }
+
   @Test
   void aGraphWithCollectivesCannotRunAlone() {
     var node = org.tensorflow.proto.NodeDef.newBuilder();
