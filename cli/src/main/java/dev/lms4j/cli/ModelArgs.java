@@ -1,6 +1,7 @@
 package dev.lms4j.cli;
 
 import dev.lms4j.tf.TrainingGraph;
+import dev.lms4j.train.corpus.Corpus;
 import dev.lms4j.train.models.ModelSpec;
 import dev.lms4j.train.models.ModelZoo;
 import java.util.LinkedHashMap;
@@ -9,8 +10,12 @@ import picocli.CommandLine.Option;
 
 /** {@code --model NAME [--batch N] [-o key=value ...]}. */
 final class ModelArgs {
-  @Option(names = "--model", paramLabel = "NAME", description = "A model of the zoo "
-      + "(see 'lms4j models').")
+  /** The prefix that names a graph of the test corpus: {@code corpus:unet}. */
+  static final String CORPUS = "corpus:";
+
+  @Option(names = "--model", paramLabel = "NAME", description = "A model of the zoo, or "
+      + "corpus:FAMILY, a graph of lms4j's test corpus built as TF Java users build theirs "
+      + "(-o size=small|test|bench, default bench; -o seed=N); see 'lms4j models'.")
   String model;
 
   @Option(names = "--batch", paramLabel = "N", description = "Batch size (default: the "
@@ -63,6 +68,9 @@ final class ModelArgs {
 
   /** Builds the model's training graph; unknown names or options throw IllegalArgumentException. */
   TrainingGraph build() {
+    if (model.startsWith(CORPUS)) {
+      return corpus();
+    }
     ModelSpec spec = ModelZoo.getOrThrow(model);
     int b = batch == null ? spec.defaultBatch() : batch;
     if (b < 1) {
@@ -79,5 +87,41 @@ final class ModelArgs {
       o.put("optimizer", optimizer);
     }
     return spec.build(b, o);
+  }
+
+  /** A corpus family's graph: its size and seed from -o; --batch and --optimizer refused. */
+  private TrainingGraph corpus() {
+    Corpus.Family f = Corpus.getOrThrow(model.substring(CORPUS.length()));
+    if (batch != null) {
+      throw new IllegalArgumentException("--batch does not apply to " + model + ": a corpus "
+          + "graph's batch comes with its size (-o size=small|test|bench)");
+    }
+    if (optimizer != null) {
+      throw new IllegalArgumentException("--optimizer does not apply to " + model + ": each "
+          + "corpus family has its own update (see 'lms4j models')");
+    }
+    Map<String, String> o = new LinkedHashMap<>(options);
+    String size = o.remove("size");
+    Corpus.Size sz;
+    try {
+      sz = size == null ? Corpus.Size.BENCH
+          : Corpus.Size.valueOf(size.trim().toUpperCase(java.util.Locale.ROOT));
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("-o size must be small, test or bench, not '" + size
+          + "'");
+    }
+    String seed = o.remove("seed");
+    long sd;
+    try {
+      sd = seed == null ? 42 : Long.parseLong(seed.trim());
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("-o seed must be a whole number, not '" + seed + "'");
+    }
+    if (!o.isEmpty()) {
+      throw new IllegalArgumentException("unknown option" + (o.size() > 1 ? "s " : " ")
+          + String.join(", ", o.keySet()) + " for " + model + " (a corpus graph takes size "
+          + "and seed)");
+    }
+    return f.build(sz, sd);
   }
 }

@@ -376,6 +376,31 @@ class CliTest {
     assertThat(err).contains("--optimizer applies to --model only");
   }
 
+  /**
+   * {@code --model corpus:FAMILY} builds a graph of the test corpus, as the benchmark does: the
+   * U-Net at bench size is the graph the corpus bench measured (388 ops, 7.4 MiB of parameters,
+   * 27.9 MiB predicted without LMS), planned for 16 MiB; at the small size it trains in a
+   * budgeted worker. {@code models} lists the families.
+   */
+  @Test
+  void corpusGraphsAreModelsToo() throws Exception {
+    assertThat(run("models")).isEqualTo(0);
+    assertThat(out).contains("corpus:unet ").contains("corpus:encoder ")
+        .contains("size=small|test|bench");
+    Path report = dir.resolve("corpus.json");
+    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "16MiB", "--report",
+        report.toString())).as(err).isEqualTo(0);
+    assertThat(out).contains("corpus:unet: 388 ops, 7.4 MiB of parameters, predicted peak "
+        + "27.9 MiB -> ");
+    var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(report.toFile());
+    assertThat(json.path("model").asText()).isEqualTo("corpus:unet");
+    assertThat(json.path("predicted_peak_bytes").path("after").asLong())
+        .isLessThan(json.path("predicted_peak_bytes").path("before").asLong());
+    assertThat(run("run", "--model", "corpus:unet", "-o", "size=small", "-o", "seed=7",
+        "--budget", "4MiB", "--steps", "2")).as(err).isEqualTo(0);
+    assertThat(out).contains("Trained 2 steps");
+  }
+
   @Test
   void modelsAndHelp() {
     assertThat(run("models")).isEqualTo(0);
