@@ -310,10 +310,9 @@ public final class Fidelity {
    * it), the traced figure computed as in {@link #compare} (the larger of the bytes in use
    * after the op and those before it plus its peak) but from the op's first record with memory
    * statistics, as its place in {@link #tracedOrder} is its first; sorted by the largest
-   * absolute gap. Where
-   * the model runs out of memory under the limit (TensorFlow did not: the step was traced), the
-   * result names the op ({@link AtBudget#modelFailedAt}) and the ops from there on are not
-   * compared.
+   * absolute gap. Where the model runs out of memory under the limit (TensorFlow did not: the
+   * step was traced), the result names the op ({@link AtBudget#modelFailedAt}) and the ops from
+   * there on are not compared.
    */
   static AtBudget compareAtBudget(DataflowGraph g, ScratchTrace trace, long limit) {
     int[] order = tracedOrder(g, trace);

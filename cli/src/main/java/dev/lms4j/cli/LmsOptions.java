@@ -26,8 +26,8 @@ final class LmsOptions {
       description = "One of: ${COMPLETION-CANDIDATES}; default: auto with --budget or TFLMS "
           + "parameters, else off (none is taken for off). Run `lms4j models` or see the "
           + "README for what each does: tflms is TFLMS's swap planner (auto-tuned unless "
-          + "parameters are given); swap the "
-          + "cost-based planner restricted to swapping; remat grappler-style recompute groups "
+          + "parameters are given); swap the cost-based planner restricted to swapping; remat "
+          + "grappler-style recompute groups "
           + "(remat-xla and remat-path: XLA-style rematerialization); auto the best of the "
           + "cost-based hybrid and the recompute+TFLMS baseline by predicted step time; sqrt "
           + "Chen et al.'s sqrt(n) checkpointing (a baseline).",

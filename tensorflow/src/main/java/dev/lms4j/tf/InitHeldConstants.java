@@ -71,17 +71,10 @@ final class InitHeldConstants {
   static Map<String, Long> of(List<NodeDef> nodes, Set<String> step,
       java.util.function.Function<String, GraphOperation> ops) {
     Map<String, NodeDef> byName = byName(nodes);
-    Set<String> init = initNodes(nodes, byName, step);
     Map<String, Long> held = new java.util.LinkedHashMap<>();
-    Keys keys = new Keys(byName);
-    Set<String> kept = new HashSet<>();
-    for (NodeDef n : nodes) {
-      if (!init.contains(n.getName()) || !FOLDED.contains(n.getOp())) {
-        continue;
-      }
-      if (!kept.add(keys.of(n.getName()))) {
-        continue; // the same computation as one before it: merged, one constant held
-      }
+    for (List<String> twins : byKey(nodes, byName, step).values()) {
+      // the same computation as the first of them: merged, one constant held
+      NodeDef n = byName.get(twins.get(0));
       GraphOperation op = ops.apply(n.getName());
       if (op == null || op.numOutputs() < 1) {
         continue;
@@ -114,17 +107,10 @@ final class InitHeldConstants {
    */
   static Set<String> merged(List<NodeDef> nodes, Set<String> step) {
     Map<String, NodeDef> byName = byName(nodes);
-    Set<String> init = initNodes(nodes, byName, step);
-    Keys keys = new Keys(byName);
-    Map<String, List<String>> byKey = new java.util.LinkedHashMap<>();
-    for (NodeDef n : nodes) {
-      if (init.contains(n.getName()) && FOLDED.contains(n.getOp())) {
-        byKey.computeIfAbsent(keys.of(n.getName()), k -> new ArrayList<>()).add(n.getName());
-      }
-    }
     Set<String> out = new java.util.LinkedHashSet<>();
     ArrayDeque<String> todo = new ArrayDeque<>();
-    byKey.values().stream().filter(twins -> twins.size() > 1).forEach(todo::addAll);
+    byKey(nodes, byName, step).values().stream().filter(twins -> twins.size() > 1)
+        .forEach(todo::addAll);
     while (!todo.isEmpty()) {
       NodeDef n = byName.get(todo.poll());
       if (n == null || !PURE.contains(n.getOp()) || !out.add(n.getName())) {
@@ -135,6 +121,24 @@ final class InitHeldConstants {
       }
     }
     return out;
+  }
+
+  /**
+   * The init nodes TensorFlow folds ({@link #FOLDED}, ancestors of an assignment outside
+   * {@code step}) grouped by {@link Keys}: each group one computation, the groups and their
+   * nodes in graph order.
+   */
+  private static Map<String, List<String>> byKey(List<NodeDef> nodes,
+      Map<String, NodeDef> byName, Set<String> step) {
+    Set<String> init = initNodes(nodes, byName, step);
+    Keys keys = new Keys(byName);
+    Map<String, List<String>> byKey = new java.util.LinkedHashMap<>();
+    for (NodeDef n : nodes) {
+      if (init.contains(n.getName()) && FOLDED.contains(n.getOp())) {
+        byKey.computeIfAbsent(keys.of(n.getName()), k -> new ArrayList<>()).add(n.getName());
+      }
+    }
+    return byKey;
   }
 
   private static Map<String, NodeDef> byName(List<NodeDef> nodes) {
