@@ -24,8 +24,9 @@ import java.util.TreeSet;
  * {@code init} and the first step create them; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
  * and the inputs and outputs nobody reads any more are freed, with the reference counts
- * {@link MemorySimulator} keeps ({@link BufferRefs}). Sizes are rounded to the allocator's 256
- * bytes.
+ * {@link MemorySimulator} keeps ({@link BufferRefs}); then the step once more ({@link #STEPS}),
+ * in the regions the first one grew, as every later step of training runs. Sizes are rounded to
+ * the allocator's 256 bytes.
  *
  * <p>Unlike {@link MemorySimulator}, the replay lets element-wise kernels reuse an input's
  * buffer in place when they are its last reader ({@link BufferAliases#inPlaceCandidates}), as
@@ -59,6 +60,16 @@ public final class BfcReplay {
 
   /** The name a failed primer allocation is reported under ({@link Layout#primerBytes}). */
   public static final String PRIMER = "(primer)";
+
+  /**
+   * Steps replayed after the resident tensors: two, as the probe runs them. The first step grows
+   * the regions; the second runs in them, and can fail where the first did not (measured: the
+   * corpus encoder's auto plan for 70 MiB, framework Adam, ran its first step under 71 MiB and
+   * ran out of memory allocating 4 KiB in the second step's SoftmaxCrossEntropyWithLogits: the
+   * allocator's dump showed its 71 MiB of regions full, a 29.3 MiB chunk of the 32 MiB region
+   * holding a 15.6 MiB tensor whole, as the first step's frees had left it).
+   */
+  public static final int STEPS = 2;
 
   private static final long MIN_ALLOCATION = 256;
   private static final long FIRST_REGION = 2L << 20;
@@ -167,10 +178,23 @@ public final class BfcReplay {
   }
 
   /**
+   * As {@link #replay(DataflowGraph, int[], long, Layout)}, replaying {@code steps} steps after
+   * the resident tensors ({@link #STEPS} by default).
+   */
+  public static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
+      int steps) {
+    if (steps < 1) {
+      throw new IllegalArgumentException("at least one step: " + steps);
+    }
+    return replay(g, order, limit, layout, ScratchEstimates.host(), null, steps);
+  }
+
+  /**
    * The chunks in use while each op of {@code order} runs (its outputs and its scratch
-   * allocated, its inputs not yet freed), per position in {@code order}, in bytes; -1 from the
-   * op whose allocation fails on. This is what TensorFlow's step stats report per op as the
-   * allocator's bytes in use (the fidelity bench compares them op by op).
+   * allocated, its inputs not yet freed), per position in {@code order}, in bytes, in the last
+   * of the {@link #STEPS} steps (the one the fidelity bench traces); -1 from the op whose
+   * allocation fails on (in whichever step it fails). This is what TensorFlow's step stats
+   * report per op as the allocator's bytes in use (the fidelity bench compares them op by op).
    */
   public static long[] inUseWhileRunning(DataflowGraph g, int[] order, long limit,
       Layout layout) {
@@ -182,8 +206,13 @@ public final class BfcReplay {
 
   private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host, long[] during) {
+    return replay(g, order, limit, layout, host, during, STEPS);
+  }
+
+  private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
+      ScratchEstimates.Host host, long[] during, int steps) {
     Bfc bfc = new Bfc(limit);
-    BufferRefs refs = BufferRefs.of(g, true);
+    BufferRefs first = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
     boolean[] later = new boolean[g.size()];
     for (int v : layout.last) {
@@ -218,49 +247,69 @@ public final class BfcReplay {
         return bfc.failed(g.op(v).name(), failed);
       }
     }
+    java.util.Set<Long> stepChunks = new java.util.HashSet<>();
     BufferRefs.Freed free = (o, i) -> {
-      if (g.op(o).output(i).bytes() > 0) {
+      if (g.op(o).output(i).bytes() > 0 && stepChunks.remove(chunk[o][i])) {
         bfc.free(chunk[o][i]);
       }
     };
-    for (int pos = 0; pos < order.length; pos++) {
-      int v = order[pos];
-      Op op = g.op(v);
-      int outs = op.outputs().size();
-      refs.forward(op);
-      for (int k = 0; k < outs; k++) {
-        int i = ScratchEstimates.allocatedOutput(op, host, k);
-        long bytes = op.output(i).bytes();
-        if (refs.allocates(v, i) && bytes > 0) {
-          long at = bfc.allocate(bytes);
-          if (at < 0) {
-            return bfc.failed(op.name(), bytes);
+    for (int step = 0; step < steps; step++) {
+      // a later step runs in the regions the first one grew: no region is added while the
+      // chunks the first step freed (coalesced where they were adjacent) can hold a request
+      BufferRefs refs = step == 0 ? first : BufferRefs.of(g, true);
+      for (int pos = 0; pos < order.length; pos++) {
+        int v = order[pos];
+        Op op = g.op(v);
+        int outs = op.outputs().size();
+        refs.forward(op);
+        for (int k = 0; k < outs; k++) {
+          int i = ScratchEstimates.allocatedOutput(op, host, k);
+          long bytes = op.output(i).bytes();
+          if (refs.allocates(v, i) && bytes > 0) {
+            long at = bfc.allocate(bytes);
+            if (at < 0) {
+              return failedAt(bfc, op, bytes, during, pos);
+            }
+            chunk[v][i] = at;
+            stepChunks.add(at);
           }
-          chunk[v][i] = at;
         }
-      }
-      long scratch = scratchBytes(g, op, refs);
-      if (scratch > 0) {
-        long at = bfc.allocate(scratch);
-        if (at < 0) {
-          return bfc.failed(op.name(), scratch);
-        }
-        if (during != null) {
+        long scratch = scratchBytes(g, op, refs);
+        if (scratch > 0) {
+          long at = bfc.allocate(scratch);
+          if (at < 0) {
+            return failedAt(bfc, op, scratch, during, pos);
+          }
+          if (during != null) {
+            during[pos] = bfc.inUse;
+          }
+          bfc.free(at);
+        } else if (during != null) {
           during[pos] = bfc.inUse;
         }
-        bfc.free(at);
-      } else if (during != null) {
-        during[pos] = bfc.inUse;
-      }
-      refs.release(op, free);
-      for (int i = 0; i < outs; i++) {
-        if (refs.unread(v, i)) {
-          free.free(v, i);
+        refs.release(op, free);
+        for (int i = 0; i < outs; i++) {
+          if (refs.unread(v, i)) {
+            free.free(v, i);
+          }
         }
       }
+      // what the step still holds (its fetched outputs) is released when it ends
+      for (Long at : new java.util.ArrayList<>(stepChunks)) {
+        bfc.free(at);
+      }
+      stepChunks.clear();
     }
     return new Result(true, bfc.peak, bfc.regions, null, 0,
         bfc.room < 0 ? bfc.regions : bfc.room);
+  }
+
+  /** The failure of {@code op}'s allocation at {@code pos}; -1 in {@code during} from there. */
+  private static Result failedAt(Bfc bfc, Op op, long bytes, long[] during, int pos) {
+    if (during != null) {
+      Arrays.fill(during, pos, during.length, -1);
+    }
+    return bfc.failed(op.name(), bytes);
   }
 
   /**
@@ -314,14 +363,23 @@ public final class BfcReplay {
 
   /** As {@link #smallestMib(DataflowGraph, int[], long)}, the residents created as laid out. */
   public static long smallestMib(DataflowGraph g, int[] order, long maxMib, Layout layout) {
-    if (!replay(g, order, maxMib << 20, layout).fits()) {
+    return smallestMib(g, order, maxMib, layout, STEPS);
+  }
+
+  /**
+   * As {@link #smallestMib(DataflowGraph, int[], long, Layout)}, replaying {@code steps} steps
+   * (the fidelity benches compare one step with {@link #STEPS}).
+   */
+  public static long smallestMib(DataflowGraph g, int[] order, long maxMib, Layout layout,
+      int steps) {
+    if (!replay(g, order, maxMib << 20, layout, steps).fits()) {
       return -1;
     }
     long lo = 0;
     long hi = maxMib;
     while (hi - lo > 1) {
       long mid = (lo + hi) >>> 1;
-      if (replay(g, order, mid << 20, layout).fits()) {
+      if (replay(g, order, mid << 20, layout, steps).fits()) {
         hi = mid;
       } else {
         lo = mid;
