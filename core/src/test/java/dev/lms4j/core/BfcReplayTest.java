@@ -63,12 +63,7 @@ class BfcReplayTest {
    */
   @Test
   void theSecondStepRunsInTheRegionsTheFirstGrew() {
-    DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(256 * KIB))
-        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(9 * MIB))
-        .op("b", "MatMul", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(7 * MIB))
-        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(11 * MIB))
-        .build();
+    DataflowGraph g = matMulChain(256 * KIB, 9 * MIB, 7 * MIB, 11 * MIB);
     int[] order = Levels.of(g).schedule();
     assertThat(BfcReplay.STEPS).isEqualTo(2);
     BfcReplay.Layout asGiven = BfcReplay.Layout.GRAPH_ORDER;
@@ -97,13 +92,7 @@ class BfcReplayTest {
    */
   @Test
   void freedChunksAreReused() {
-    DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
-        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(8 * MIB))
-        .op("b", "MatMul", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(8 * MIB))
-        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(8 * MIB))
-        .op("d", "MatMul", OpCategory.FORWARD, List.of("c"), Tensor.ofBytes(8 * MIB))
-        .build();
+    DataflowGraph g = matMulChain(1 * MIB, 8 * MIB, 8 * MIB, 8 * MIB, 8 * MIB);
     int[] order = Levels.of(g).schedule();
     BfcReplay.Result r = BfcReplay.replay(g, order, 1024 * MIB);
     assertThat(r.fits()).isTrue();
@@ -248,6 +237,22 @@ class BfcReplayTest {
           .isEqualTo(tensors + pooled * (readLater ? 12 : 8));
       assertThat(MemorySimulator.simulate(g, order).peakBytes()).isEqualTo(tensors + pooled * 12);
     }
+  }
+
+  /**
+   * A feed {@code x} of {@code feedBytes}, then matmuls {@code a}, {@code b}, ... each reading
+   * the one before (a matmul never writes into its input), of the given sizes.
+   */
+  private static DataflowGraph matMulChain(long feedBytes, long... bytes) {
+    var b = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(feedBytes));
+    String before = "x";
+    for (int i = 0; i < bytes.length; i++) {
+      String name = String.valueOf((char) ('a' + i));
+      b.op(name, "MatMul", OpCategory.FORWARD, List.of(before), Tensor.ofBytes(bytes[i]));
+      before = name;
+    }
+    return b.build();
   }
 
   private static DataflowGraph runningSum(boolean keep) {
