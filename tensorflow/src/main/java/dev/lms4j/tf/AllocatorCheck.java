@@ -17,7 +17,8 @@ import org.slf4j.LoggerFactory;
  * simulated peak (the sum of live bytes) under the budget times the memory ratio, but the BFC
  * allocator hands out whole chunks and grows in regions, so a step can need far more
  * ({@link BfcReplay}: a 49 MiB embedding table holds a 64 MiB chunk). The plan's step is
- * replayed through the allocator model under the whole budget; when it does not fit, the graph
+ * replayed through the allocator model under the whole budget (two steps, the second in the
+ * regions the first grew: {@link BfcReplay#STEPS}); when it does not fit, the graph
  * is planned again with the memory ratio lowered by the overshoot (so that the next simulated
  * peak lies below this plan's by it, and by a further {@link #STEP_DOWN} where the last re-plan
  * did not lower the need: fragmentation between whole chunks can keep the need where it was
