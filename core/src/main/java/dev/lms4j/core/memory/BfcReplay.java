@@ -6,6 +6,8 @@ import dev.lms4j.core.graph.ScratchEstimates;
 import dev.lms4j.core.graph.Tensor;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
 
@@ -212,7 +214,6 @@ public final class BfcReplay {
   private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host, long[] during, int steps) {
     Bfc bfc = new Bfc(limit);
-    BufferRefs first = BufferRefs.of(g, true);
     long[][] chunk = new long[g.size()][];
     boolean[] later = new boolean[g.size()];
     for (int v : layout.last) {
@@ -247,7 +248,7 @@ public final class BfcReplay {
         return bfc.failed(g.op(v).name(), failed);
       }
     }
-    java.util.Set<Long> stepChunks = new java.util.HashSet<>();
+    Set<Long> stepChunks = new HashSet<>();
     BufferRefs.Freed free = (o, i) -> {
       if (g.op(o).output(i).bytes() > 0 && stepChunks.remove(chunk[o][i])) {
         bfc.free(chunk[o][i]);
@@ -256,7 +257,7 @@ public final class BfcReplay {
     for (int step = 0; step < steps; step++) {
       // a later step runs in the regions the first one grew: no region is added while the
       // chunks the first step freed (coalesced where they were adjacent) can hold a request
-      BufferRefs refs = step == 0 ? first : BufferRefs.of(g, true);
+      BufferRefs refs = BufferRefs.of(g, true);
       for (int pos = 0; pos < order.length; pos++) {
         int v = order[pos];
         Op op = g.op(v);
@@ -295,9 +296,7 @@ public final class BfcReplay {
         }
       }
       // what the step still holds (its fetched outputs) is released when it ends
-      for (Long at : new java.util.ArrayList<>(stepChunks)) {
-        bfc.free(at);
-      }
+      stepChunks.forEach(bfc::free);
       stepChunks.clear();
     }
     return new Result(true, bfc.peak, bfc.regions, null, 0,
