@@ -8,6 +8,7 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -30,6 +31,11 @@ import org.slf4j.LoggerFactory;
  * sees that line (unless the caller may fail the allocation) and reports an OOM at once. A crash
  * of the worker (oneDNN can segfault after an OOM) is reported with the worker's last lines.
  *
+ * <p>With {@code LMS4J_BFC_DUMP=FILE} in this process's environment, the worker logs at INFO
+ * level and is stopped only once the allocator has dumped its state after the failed
+ * allocation: the dump is appended to FILE and its summary ({@link BfcDump#describe}: regions,
+ * bytes in use against bytes requested, the largest free chunk) ends the OOM message.
+ *
  * <p>The worker dies with this process: it runs through {@link WorkerMain}, which ends it when
  * its stdin pipe (held only by this process) closes or this process's pid ends, so a
  * {@code kill -9} of the parent stops the worker within a second; a shutdown hook here stops
@@ -45,6 +51,8 @@ public final class WorkerProcess {
   /** Prefix of event lines on the worker's stdout. */
   public static final String PREFIX = "LMS4J ";
   private static final String OOM_LINE = "ran out of memory trying to allocate";
+  /** Environment variable naming a file that keeps the allocator's dump at an OOM. */
+  public static final String DUMP_ENV = "LMS4J_BFC_DUMP";
 
   private WorkerProcess() {}
 
@@ -76,6 +84,15 @@ public final class WorkerProcess {
   public static Outcome run(String mainClass, List<String> args, long budgetMib,
       Duration timeout, Consumer<JsonNode> onEvent, Consumer<String> onOutput)
       throws IOException {
+    String dumpTo = System.getenv(DUMP_ENV);
+    return run(mainClass, args, budgetMib, timeout, onEvent, onOutput,
+        dumpTo == null || dumpTo.isBlank() ? null : Path.of(dumpTo));
+  }
+
+  /** As above; at an OOM the allocator's dump is appended to {@code dumpTo} unless null. */
+  static Outcome run(String mainClass, List<String> args, long budgetMib, Duration timeout,
+      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo) throws IOException {
+    boolean dump = dumpTo != null;
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
         errorFileOption(), "-D" + WorkerMain.PARENT_PID + "=" + ProcessHandle.current().pid(),
@@ -84,7 +101,8 @@ public final class WorkerProcess {
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().put("TF_CPU_ALLOCATOR_USE_BFC", "true");
     pb.environment().put("TF_CPU_BFC_MEM_LIMIT_IN_MB", Long.toString(budgetMib));
-    pb.environment().putIfAbsent("TF_CPP_MIN_LOG_LEVEL", "1");
+    // the dump is logged at INFO level
+    pb.environment().putIfAbsent("TF_CPP_MIN_LOG_LEVEL", dump ? "0" : "1");
     LOG.debug("worker {}: budget {} MiB", mainClass, budgetMib);
     // the worker's stdin stays an open pipe that only this process writes to: when this
     // process dies, however, the pipe closes and WorkerMain ends the worker
@@ -94,6 +112,7 @@ public final class WorkerProcess {
     AtomicBoolean oomSeen = new AtomicBoolean();
     String[] oomMessage = {null};
     Deque<String> tail = new ArrayDeque<>();
+    List<String> dumped = new ArrayList<>();
     ObjectMapper json = new ObjectMapper();
     Thread out = new Thread(() -> {
       try (BufferedReader r = new BufferedReader(
@@ -124,10 +143,19 @@ public final class WorkerProcess {
           }
           // "The caller indicates that this is not a failure" marks allocations that may fail
           // (the op falls back), so only other lines mean the step is doomed
-          if (line.contains(OOM_LINE) && !line.contains("not a failure")
+          if (!dumped.isEmpty()) { // the allocator's dump after the OOM line
+            dumped.add(line);
+            if (BfcDump.isEnd(line)) {
+              p.destroyForcibly();
+            }
+          } else if (line.contains(OOM_LINE) && !line.contains("not a failure")
               && oomSeen.compareAndSet(false, true)) {
             oomMessage[0] = line.substring(line.indexOf(OOM_LINE));
-            p.destroyForcibly();
+            if (dump) {
+              dumped.add(line);
+            } else {
+              p.destroyForcibly();
+            }
           }
         }
       } catch (IOException e) {
@@ -157,7 +185,11 @@ public final class WorkerProcess {
       }
     }
     if (oomSeen.get()) {
-      return new Outcome(true, finished, -1, oomMessage[0]);
+      String message = oomMessage[0];
+      if (dump) {
+        message = keepDump(dumpTo, budgetMib, dumped, message);
+      }
+      return new Outcome(true, finished, -1, message);
     }
     if (!finished) {
       return new Outcome(false, false, -1, "worker timed out after " + timeout.toSeconds() + " s");
@@ -179,6 +211,20 @@ public final class WorkerProcess {
       }
     }
     return new Outcome(false, true, code, msg);
+  }
+
+  /** Appends the dump to {@code file}; the OOM message with the dump's summary. */
+  private static String keepDump(Path file, long budgetMib, List<String> dumped, String message) {
+    BfcDump d = BfcDump.parse(dumped);
+    try {
+      Files.write(file, List.of("== lms4j worker under " + budgetMib + " MiB: " + message),
+          StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+          StandardOpenOption.APPEND);
+      Files.write(file, dumped, StandardCharsets.UTF_8, StandardOpenOption.APPEND);
+    } catch (IOException e) {
+      LOG.warn("could not write the allocator's dump to {}: {}", file, e.toString());
+    }
+    return d == null ? message : message + "; " + d.describe();
   }
 
   /**

@@ -71,6 +71,14 @@ class WorkerProcessFaultsTest {
           System.err.flush();
           Thread.sleep(Long.MAX_VALUE); // TensorFlow would now retry for ~10 s
         }
+        case "oom-dump" -> {
+          // TensorFlow's OOM line and the allocator's dump after it (a recorded one)
+          try (var in = FakeWorker.class.getResourceAsStream("bfc-dump-gpt2-3mib.txt")) {
+            System.err.print(new String(in.readAllBytes(), java.nio.charset.StandardCharsets.UTF_8));
+          }
+          System.err.flush();
+          Thread.sleep(Long.MAX_VALUE); // TensorFlow would now retry for ~10 s
+        }
         case "oom-not-a-failure" -> {
           System.err.println("W bfc_allocator.cc:291] Allocator (mklcpu) ran out of memory "
               + "trying to allocate 2.0GiB with freed_by_count=0. The caller indicates that this "
@@ -171,6 +179,27 @@ class WorkerProcessFaultsTest {
     assertThat(o.exitCode()).isEqualTo(-1);
     assertThat(o.message()).isEqualTo("ran out of memory trying to allocate 6.1MiB (rounded to "
         + "6422528)requested by op ReluGrad");
+  }
+
+  /**
+   * With a file to keep the dump in, the worker is stopped after the allocator's dump, not at
+   * the OOM line: the dump goes to the file, its summary ends the message.
+   */
+  @Test
+  void theAllocatorsDumpIsKeptWhenAsked(@org.junit.jupiter.api.io.TempDir Path dir)
+      throws Exception {
+    Path file = dir.resolve("dump.txt");
+    WorkerProcess.Outcome o = WorkerProcess.run(FakeWorker.class.getName(), List.of("oom-dump"),
+        3, LONG, e -> { }, l -> { }, file);
+    assertThat(o.oom()).isTrue();
+    assertThat(o.finished()).as("stopped by the supervisor after the dump").isTrue();
+    assertThat(o.message()).startsWith("ran out of memory trying to allocate 32.0KiB (rounded to "
+        + "32768)requested by op gpt2/h1/mlp/c_proj/MatMul; allocator at the failure: regions "
+        + "2, 1 of a 3 MiB limit; 3.0 MiB in ").endsWith("largest free chunk 31.5 KiB");
+    List<String> kept = Files.readAllLines(file);
+    assertThat(kept.get(0)).startsWith("== lms4j worker under 3 MiB: ran out of memory");
+    assertThat(kept).anyMatch(l -> l.contains("Next region of size 1048576"));
+    assertThat(BfcDump.isEnd(kept.get(kept.size() - 1))).isTrue();
   }
 
   @Test
