@@ -342,7 +342,8 @@ public final class PlannerFidelity {
       row.put("planner", plan.planner() == null ? "none" : plan.planner())
           .put("rewritten", plan.rewritten())
           .put("simulated_peak_mib", plan.predictedPeakAfter() / 1048576.0);
-      long predicted = Fidelity.allocatorMin(plan.model(), plan.memoryPlan()) >> 20;
+      long predicted = Fidelity.allocatorMin(plan.model(), plan.memoryPlan(), plan.initLayout())
+          >> 20;
       row.put("predicted_mib", predicted);
       TrainingGraph rw = new TrainingGraph(rewritten, tg.manifest());
       Known k = runs.known(rewritten);
@@ -554,7 +555,8 @@ public final class PlannerFidelity {
         .append(" of the no-LMS prediction. **predicted**: the allocator model's need ")
         .append("(`BfcReplay.smallestMib`, levelled schedule, whole MiB): for no LMS on the ")
         .append("graph as imported, for a plan on the planner's model with the plan applied ")
-        .append("(`Fidelity.allocatorMin(result.model(), result.memoryPlan())`, what the ")
+        .append("(`Fidelity.allocatorMin(result.model(), result.memoryPlan(), ")
+        .append("result.initLayout())`: init in the order the plan gives it; what the ")
         .append("allocator check accepts plans by). **real min**: the smallest budget at which ")
         .append("the graph (for a plan: the rewritten graph) runs init and ")
         .append(root.path("steps").asInt()).append(" steps in a budgeted worker ")
