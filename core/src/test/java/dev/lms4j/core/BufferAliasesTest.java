@@ -165,6 +165,32 @@ class BufferAliasesTest {
     return b.build();
   }
 
+  /**
+   * The gradient of a same-shape Add sums the incoming gradient over no axis: that Sum hands
+   * its input's buffer on (TensorFlow's reduction kernel, when nothing is reduced), where a Sum
+   * over a real axis allocates its smaller output. g (64 KB) -> s (Sum over nothing, 64 KB) and
+   * r (Sum over rows, 256 B) -> both read by u: s shares g's buffer.
+   */
+  @Test
+  void aReductionOverNothingSharesItsInputsBuffer() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), f32(64, 64))
+        .op("grad", "Relu", OpCategory.BACKWARD, List.of("x"), f32(64, 256))
+        .op("s", "Sum", OpCategory.BACKWARD, List.of("grad"), f32(64, 256))
+        .op("r", "Sum", OpCategory.BACKWARD, List.of("grad"), f32(1, 256))
+        .op("u", "AddN", OpCategory.BACKWARD, List.of("s", "s"), f32(64, 256))
+        .op("v", "Relu", OpCategory.BACKWARD, List.of("r"), f32(1, 256))
+        .build();
+    TensorId[][] owner = BufferAliases.owners(g);
+    TensorId grad = new TensorId(g.opOrThrow("grad").id(), 0);
+    assertThat(owner[g.opOrThrow("s").id()][0]).isEqualTo(grad);
+    assertThat(owner[g.opOrThrow("r").id()][0])
+        .isEqualTo(new TensorId(g.opOrThrow("r").id(), 0));
+    // x 16 KB; grad 64 KB; s nothing; r 1 KB; u 64 KB while grad (through s) is alive
+    assertThat(MemorySimulator.simulate(g, Levels.of(g).schedule()).peakBytes())
+        .isEqualTo((16 + 64 + 1 + 64) * KB);
+  }
+
   private static Tensor f32(long rows, long cols) {
     return new Tensor("float32", new long[] {rows, cols}, rows * cols * 4, false);
   }
