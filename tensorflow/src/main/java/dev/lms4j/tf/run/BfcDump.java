@@ -1,5 +1,6 @@
 package dev.lms4j.tf.run;
 
+import dev.lms4j.core.report.Sizes;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -138,20 +139,8 @@ public record BfcDump(List<Long> regionBytes, long limitBytes, long inUseBytes,
     return String.format(Locale.ROOT, "%.1f KiB", bytes / 1024.0);
   }
 
-  /** TensorFlow's human sizes: 0B, 5.1KiB, 1.66MiB, 2.0GiB. */
+  /** TensorFlow's human sizes: 0B, 5.1KiB, 1.66MiB, 2.0GiB ({@link Sizes#parse}, and 0B). */
   static long bytes(String human) {
-    Matcher m = Pattern.compile("([0-9.]+)([KMGT]?i?B)").matcher(human);
-    if (!m.matches()) {
-      throw new IllegalArgumentException("not a size: " + human);
-    }
-    double v = Double.parseDouble(m.group(1));
-    long unit = switch (m.group(2)) {
-      case "KiB" -> 1L << 10;
-      case "MiB" -> 1L << 20;
-      case "GiB" -> 1L << 30;
-      case "TiB" -> 1L << 40;
-      default -> 1;
-    };
-    return Math.round(v * unit);
+    return human.equals("0B") ? 0 : Sizes.parse(human);
   }
 }

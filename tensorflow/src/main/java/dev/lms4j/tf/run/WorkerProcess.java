@@ -216,11 +216,12 @@ public final class WorkerProcess {
   /** Appends the dump to {@code file}; the OOM message with the dump's summary. */
   private static String keepDump(Path file, long budgetMib, List<String> dumped, String message) {
     BfcDump d = BfcDump.parse(dumped);
+    List<String> lines = new ArrayList<>(dumped.size() + 1);
+    lines.add("== lms4j worker under " + budgetMib + " MiB: " + message);
+    lines.addAll(dumped);
     try {
-      Files.write(file, List.of("== lms4j worker under " + budgetMib + " MiB: " + message),
-          StandardCharsets.UTF_8, StandardOpenOption.CREATE,
+      Files.write(file, lines, StandardCharsets.UTF_8, StandardOpenOption.CREATE,
           StandardOpenOption.APPEND);
-      Files.write(file, dumped, StandardCharsets.UTF_8, StandardOpenOption.APPEND);
     } catch (IOException e) {
       LOG.warn("could not write the allocator's dump to {}: {}", file, e.toString());
     }
