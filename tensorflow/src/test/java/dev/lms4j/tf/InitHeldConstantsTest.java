@@ -36,7 +36,16 @@ class InitHeldConstantsTest {
     int[] order = Levels.of(g).schedule();
     long sim = MemorySimulator.simulate(g, order).peakBytes();
     long replayed = BfcReplay.replay(g, order, 1024 * MIB).peakInUse();
-    // the replay holds the 2 MiB (and the 20 KiB) the simulator leaves out
-    assertThat(replayed - sim).isGreaterThanOrEqualTo(2 * MIB + 20 * 1024);
+    // the replay holds the 2 MiB and the 20 KiB the simulator leaves out; at its peak it holds
+    // a little less of the step than the simulator's peak (24 KiB here: the last reader of a
+    // buffer takes it over in place, which the simulator does not count on, and the step's
+    // shape reads grappler folds are held from the start), so within 32 KiB
+    assertThat(replayed - sim).isGreaterThanOrEqualTo(2 * MIB + 20 * 1024 - 32 * 1024);
+    // and all through the step: the variables and their slots (4 MiB + 40 KiB; the feeds are
+    // the caller's) and both fills
+    long[] during = BfcReplay.inUseWhileRunning(g, order, 1024 * MIB,
+        BfcReplay.Layout.GRAPH_ORDER);
+    assertThat(java.util.Arrays.stream(during).min().orElseThrow())
+        .isGreaterThanOrEqualTo(6 * MIB + 60 * 1024);
   }
 }

@@ -211,9 +211,11 @@ public final class BufferAliases {
     String[] dtype = new String[tensors];
     int[] owner = new int[tensors];
     int[] reads = new int[tensors];
+    // a constant grappler folds into stays held by its kernel: no op takes its buffer over
+    boolean[] held = BfcReplay.heldAtRun(g);
     for (Op op : g.ops()) {
       int v = op.id();
-      boolean pinned = MemorySimulator.isPinned(op);
+      boolean pinned = MemorySimulator.isPinned(op) || held[v];
       cand[v] = new int[op.outputs().size()][];
       for (int i = 0; i < op.outputs().size(); i++) {
         int t = first[v] + i;

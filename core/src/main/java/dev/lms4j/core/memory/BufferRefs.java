@@ -45,7 +45,7 @@ final class BufferRefs {
 
   private final boolean inPlace;
 
-  private BufferRefs(DataflowGraph g, boolean inPlace) {
+  private BufferRefs(DataflowGraph g, boolean inPlace, boolean[] held) {
     this.g = g;
     this.inPlace = inPlace;
     this.owner = BufferAliases.owners(g);
@@ -56,7 +56,7 @@ final class BufferRefs {
       boolean pin = MemorySimulator.isPinned(op);
       for (int i = 0; i < r.length; i++) {
         Tensor t = op.output(i);
-        if (pin || t.persistent()) {
+        if (pin || t.persistent() || held != null && held[op.id()]) {
           r[i] = RESIDENT; // a ref output aliases its variable: no new buffer
         } else if (owner[op.id()][i].op() != op.id()) {
           r[i] = ALIAS; // shares an input's buffer: no new buffer
@@ -79,7 +79,7 @@ final class BufferRefs {
 
   /** Fresh counts for one simulated step of {@code g}, without in-place reuse. */
   static BufferRefs of(DataflowGraph g) {
-    return new BufferRefs(g, false);
+    return new BufferRefs(g, false, null);
   }
 
   /**
@@ -87,7 +87,16 @@ final class BufferRefs {
    * lets element-wise outputs reuse an input's buffer.
    */
   static BufferRefs of(DataflowGraph g, boolean inPlace) {
-    return new BufferRefs(g, inPlace);
+    return new BufferRefs(g, inPlace, null);
+  }
+
+  /**
+   * As {@link #of(DataflowGraph, boolean)}; the ops {@code held} marks hold their outputs for
+   * the whole run as constants ({@link BfcReplay#heldAtRun}): resident, never freed or taken
+   * over in place.
+   */
+  static BufferRefs of(DataflowGraph g, boolean inPlace, boolean[] held) {
+    return new BufferRefs(g, inPlace, held);
   }
 
   /** The buffer tensor {@code t} lives in now: its owner, or the buffer that owner took over. */

@@ -1,0 +1,130 @@
+package dev.lms4j.core.memory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.OpCategory;
+import dev.lms4j.core.graph.Tensor;
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+/**
+ * The allocator model against TensorFlow's own: given the requests TensorFlow's BFC allocator
+ * logged, the model grows the same regions and puts every chunk where TensorFlow put it.
+ */
+class BfcPlacementTest {
+  private static final long KIB = 1 << 10;
+  private static final long MIB = 1 << 20;
+
+  /**
+   * Each file is a run TensorFlow logged: its regions, then each request and where TensorFlow
+   * put it. Every chunk lands in the same region at the same offset, the regions are the same,
+   * and a request TensorFlow refused the model refuses too. (Regions lie each below the one
+   * grown before, as the system's mmap places them: with the regions above each other instead,
+   * best fit between two free chunks of one size picks the other one, and 18 chunks of the
+   * U-Net's run and 24 of the DenseNet's land elsewhere.)
+   */
+  @ParameterizedTest
+  @CsvSource({"tf-bfc-unet-tflms-14mib.txt, 14, 647", "tf-bfc-densenet-tflms-32mib.txt, 32, 770"})
+  void theModelPutsEveryChunkWhereTensorFlowDid(String file, long limitMib, int allocations)
+      throws IOException {
+    BfcReplay.Bfc bfc = new BfcReplay.Bfc(limitMib * MIB);
+    List<Long> addresses = new ArrayList<>();
+    List<Long> tfRegions = null;
+    int placed = 0;
+    boolean refused = false;
+    for (String line : lines(file)) {
+      String[] f = line.split(" ");
+      switch (f[0]) {
+        case "R" -> tfRegions = Arrays.stream(f).skip(1).map(Long::valueOf).toList();
+        case "A" -> {
+          long at = bfc.allocate(Long.parseLong(f[1]));
+          assertThat(at).as("request %d (%s bytes)", addresses.size(), f[1]).isNotNegative();
+          assertThat(bfc.place(at)).as("request %d (%s bytes)", addresses.size(), f[1])
+              .containsExactly(Long.parseLong(f[2]), Long.parseLong(f[3]));
+          addresses.add(at);
+          placed++;
+        }
+        case "F" -> bfc.free(addresses.get(Integer.parseInt(f[1])));
+        case "X" -> {
+          assertThat(bfc.allocate(Long.parseLong(f[1]))).isNegative();
+          refused = true;
+        }
+        default -> throw new IllegalStateException(line);
+      }
+    }
+    assertThat(placed).isEqualTo(allocations);
+    assertThat(bfc.regionSizes()).isEqualTo(tfRegions);
+    assertThat(refused).isEqualTo(file.contains("densenet"));
+  }
+
+  /**
+   * A shape read TensorFlow folds into a constant: the step's executor holds it from its start,
+   * so it does not sit in the step's free memory. x (1 MiB, resident) fills half the first
+   * region; a (512 KiB) and the shape of a (read at the end) follow it. Held from the start, the
+   * shape's chunk sits beside x, and when a is freed its chunk joins the free rest of the region:
+   * c (768 KiB) fits there, under 3 MiB (b took a region of the 1 MiB left). Allocated as the
+   * step ran, the shape's chunk would sit between a's chunk and the rest and c would not fit.
+   */
+  @Test
+  void aFoldedShapeReadIsHeldFromTheStepsStart() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(512 * KIB))
+        .op("s", "Shape", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(16))
+        .op("b", "MatMul", OpCategory.FORWARD, List.of("a", "^s"), Tensor.ofBytes(1 * MIB))
+        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(768 * KIB))
+        .op("r", "MatMul", OpCategory.FORWARD, List.of("c", "s"), Tensor.ofBytes(16))
+        .build();
+    assertThat(BfcReplay.heldAtRun(g)).containsExactly(false, false, true, false, false, false);
+    int[] order = Levels.of(g).schedule();
+    assertThat(Arrays.stream(order).mapToObj(v -> g.op(v).name()))
+        .containsExactly("x", "a", "s", "b", "c", "r");
+    BfcReplay.Result r = BfcReplay.replay(g, order, 3 * MIB, BfcReplay.Layout.GRAPH_ORDER, 1);
+    assertThat(r.fits()).isTrue();
+    assertThat(r.regionBytes()).isEqualTo(3 * MIB);
+  }
+
+  /**
+   * What grappler does not fold stays in the step: a result larger than its largest constant
+   * (100 KiB: a ZerosLike of 1 MiB), what is computed from a random op, and constants and
+   * variables, which are resident anyway.
+   */
+  @Test
+  void onlySmallFoldableResultsAreHeld() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(1 * MIB))
+        .op("k", "Const", OpCategory.FORWARD, List.of(), Tensor.persistent(16))
+        .op("z", "ZerosLike", OpCategory.FORWARD, List.of("w"), Tensor.ofBytes(1 * MIB))
+        .op("n", "ShapeN", OpCategory.FORWARD, "", List.of("w", "z"),
+            List.of(Tensor.ofBytes(16), Tensor.ofBytes(16)))
+        .op("p", "Prod", OpCategory.FORWARD, List.of("n:1", "k"), Tensor.ofBytes(16))
+        .op("u", "RandomUniform", OpCategory.FORWARD, List.of("k"), Tensor.ofBytes(64))
+        .op("v", "Mul", OpCategory.FORWARD, List.of("u", "k"), Tensor.ofBytes(64))
+        .build();
+    assertThat(BfcReplay.heldAtRun(g))
+        .containsExactly(false, false, false, true, true, false, false);
+  }
+
+  private static List<String> lines(String file) throws IOException {
+    List<String> out = new ArrayList<>();
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(
+        BfcPlacementTest.class.getResourceAsStream(file), StandardCharsets.UTF_8))) {
+      for (String line = r.readLine(); line != null; line = r.readLine()) {
+        if (!line.isBlank() && !line.startsWith("#")) {
+          out.add(line);
+        }
+      }
+    }
+    return out;
+  }
+}
