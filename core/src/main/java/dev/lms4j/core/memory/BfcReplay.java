@@ -223,7 +223,7 @@ public final class BfcReplay {
 
   private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host, long[] during, int steps) {
-    Bfc bfc = new Bfc(limit);
+    Allocator bfc = new Allocator(limit);
     long[][] chunk = new long[g.size()][];
     boolean[] later = new boolean[g.size()];
     for (int v : layout.last) {
@@ -332,7 +332,7 @@ public final class BfcReplay {
   }
 
   /** The failure of {@code op}'s allocation at {@code pos}; -1 in {@code during} from there. */
-  private static Result failedAt(Bfc bfc, Op op, long bytes, long[] during, int pos) {
+  private static Result failedAt(Allocator bfc, Op op, long bytes, long[] during, int pos) {
     if (during != null) {
       Arrays.fill(during, pos, during.length, -1);
     }
@@ -357,7 +357,7 @@ public final class BfcReplay {
   }
 
   /** Allocates and frees a primer of {@code bytes} (none for 0); false when it does not fit. */
-  private static boolean primer(Bfc bfc, long bytes) {
+  private static boolean primer(Allocator bfc, long bytes) {
     if (bytes <= 0) {
       return true;
     }
@@ -403,7 +403,7 @@ public final class BfcReplay {
   }
 
   /** Allocates every output of a resident op; the size of the one that does not fit, or 0. */
-  private static long allocateOutputs(Bfc bfc, Op op) {
+  private static long allocateOutputs(Allocator bfc, Op op) {
     for (Tensor t : op.outputs()) {
       if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
         return t.bytes();
@@ -449,11 +449,14 @@ public final class BfcReplay {
   }
 
   /**
-   * The allocator: regions of chunks, best fit by (size, address), split and coalesce. Checked
-   * against TensorFlow's own placements: {@code BfcPlacementTest} replays a request sequence
-   * TensorFlow logged and finds every chunk where TensorFlow put it.
+   * The allocator model: TensorFlow's BFC allocator under a limit, its regions grown in
+   * doubling sizes (each below the one before) and cut to what is left, chunks taken by best fit
+   * on (size, address), split when at least twice the request, coalesced within a region when
+   * freed. Checked against TensorFlow's own placements ({@code BfcPlacementTest}, and
+   * {@code AllocatorLog#check} for any run): fed the requests TensorFlow logged, it puts every
+   * chunk where TensorFlow did.
    */
-  static final class Bfc {
+  public static final class Allocator {
     private final long limit;
     private long regions;
     private long nextRegionBytes;
@@ -469,7 +472,7 @@ public final class BfcReplay {
     private final TreeSet<long[]> free = new TreeSet<>(
         Comparator.<long[]>comparingLong(c -> c[0]).thenComparingLong(c -> c[1]));
 
-    Bfc(long limit) {
+    public Allocator(long limit) {
       this.limit = limit;
       this.nextRegionBytes = rounded(Math.min(limit, FIRST_REGION));
     }
@@ -480,7 +483,7 @@ public final class BfcReplay {
     }
 
     /** The address of a new chunk, or -1 when the limit is reached. */
-    long allocate(long bytes) {
+    public long allocate(long bytes) {
       long want = rounded(bytes);
       long[] c = free.ceiling(new long[] {want, -1});
       if (c == null) {
@@ -531,8 +534,11 @@ public final class BfcReplay {
       return true;
     }
 
-    /** Where the chunk at {@code addr} lies: the index of its region (in the order grown), its offset. */
-    long[] place(long addr) {
+    /**
+     * Where the chunk at {@code addr} lies: the index of its region (in the order grown) and its
+     * offset there.
+     */
+    public long[] place(long addr) {
       long region = chunks.get(addr)[2];
       for (int i = 0; i < grown.size(); i++) {
         if (grown.get(i)[0] == region) {
@@ -543,11 +549,11 @@ public final class BfcReplay {
     }
 
     /** The regions' sizes, in the order they were grown. */
-    List<Long> regionSizes() {
+    public List<Long> regionSizes() {
       return grown.stream().map(r -> r[1]).toList();
     }
 
-    void free(long addr) {
+    public void free(long addr) {
       long[] meta = chunks.get(addr);
       meta[1] = 0;
       inUse -= meta[0];

@@ -37,7 +37,7 @@ class BfcPlacementTest {
   @CsvSource({"tf-bfc-unet-tflms-14mib.txt, 14, 647", "tf-bfc-densenet-tflms-32mib.txt, 32, 770"})
   void theModelPutsEveryChunkWhereTensorFlowDid(String file, long limitMib, int allocations)
       throws IOException {
-    BfcReplay.Bfc bfc = new BfcReplay.Bfc(limitMib * MIB);
+    BfcReplay.Allocator bfc = new BfcReplay.Allocator(limitMib * MIB);
     List<Long> addresses = new ArrayList<>();
     List<Long> tfRegions = null;
     int placed = 0;

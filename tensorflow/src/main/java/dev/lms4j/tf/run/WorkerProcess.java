@@ -34,7 +34,12 @@ import org.slf4j.LoggerFactory;
  * <p>With {@code LMS4J_BFC_DUMP=FILE} in this process's environment, the worker logs at INFO
  * level and is stopped only once the allocator has dumped its state after the failed
  * allocation: the dump is appended to FILE and its summary ({@link BfcDump#describe}: regions,
- * bytes in use against bytes requested, the largest free chunk) ends the OOM message.
+ * bytes in use against bytes requested, the largest free chunk) ends the OOM message. With
+ * {@code LMS4J_BFC_LOG=FILE} ({@link AllocatorLog#ENV}), TensorFlow logs every request of the
+ * budgeted allocator and the op it ran for; the log is written to FILE (one line per request,
+ * {@link AllocatorLog#write}) and whether lms4j's allocator model places those requests as
+ * TensorFlow did is logged ({@link AllocatorLog#check}). The runs are slower (minutes for a
+ * graph of a few thousand ops): TensorFlow logs its whole chunk map at every request.
  *
  * <p>The worker dies with this process: it runs through {@link WorkerMain}, which ends it when
  * its stdin pipe (held only by this process) closes or this process's pid ends, so a
@@ -92,6 +97,18 @@ public final class WorkerProcess {
   /** As above; at an OOM the allocator's dump is appended to {@code dumpTo} unless null. */
   static Outcome run(String mainClass, List<String> args, long budgetMib, Duration timeout,
       Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo) throws IOException {
+    String logTo = System.getenv(AllocatorLog.ENV);
+    return run(mainClass, args, budgetMib, timeout, onEvent, onOutput, dumpTo,
+        logTo == null || logTo.isBlank() ? null : Path.of(logTo));
+  }
+
+  /**
+   * As above; the allocator's log ({@link AllocatorLog}) is written to {@code logTo} unless
+   * null.
+   */
+  static Outcome run(String mainClass, List<String> args, long budgetMib, Duration timeout,
+      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo, Path logTo)
+      throws IOException {
     boolean dump = dumpTo != null;
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
@@ -103,6 +120,10 @@ public final class WorkerProcess {
     pb.environment().put("TF_CPU_BFC_MEM_LIMIT_IN_MB", Long.toString(budgetMib));
     // the dump is logged at INFO level
     pb.environment().putIfAbsent("TF_CPP_MIN_LOG_LEVEL", dump ? "0" : "1");
+    AllocatorLog.Reader allocations = logTo == null ? null : new AllocatorLog.Reader();
+    if (allocations != null) {
+      pb.environment().putAll(AllocatorLog.TF_ENV);
+    }
     LOG.debug("worker {}: budget {} MiB", mainClass, budgetMib);
     // the worker's stdin stays an open pipe that only this process writes to: when this
     // process dies, however, the pipe closes and WorkerMain ends the worker
@@ -135,6 +156,9 @@ public final class WorkerProcess {
         String line;
         while ((line = r.readLine()) != null) {
           LOG.debug("worker: {}", line);
+          if (allocations != null) {
+            allocations.accept(line);
+          }
           synchronized (tail) {
             tail.addLast(line);
             if (tail.size() > 40) {
@@ -184,6 +208,9 @@ public final class WorkerProcess {
         // this JVM is shutting down: the hook stops the worker
       }
     }
+    if (allocations != null) {
+      keepAllocations(logTo, budgetMib, allocations.log());
+    }
     if (oomSeen.get()) {
       String message = oomMessage[0];
       if (dump) {
@@ -211,6 +238,21 @@ public final class WorkerProcess {
       }
     }
     return new Outcome(false, true, code, msg);
+  }
+
+  /**
+   * Writes the allocator's log ({@link AllocatorLog#write}) to {@code file} and logs whether
+   * the allocator model places its requests as TensorFlow did.
+   */
+  private static void keepAllocations(Path file, long budgetMib, AllocatorLog log) {
+    try {
+      log.write(file);
+      AllocatorLog.Check c = log.check(budgetMib << 20);
+      LOG.info("[LMS] allocator log ({} MiB, {} regions): {}; written to {}", budgetMib,
+          log.regions().size(), c.detail(), file);
+    } catch (IOException e) {
+      LOG.warn("could not write the allocator's log to {}: {}", file, e.toString());
+    }
   }
 
   /** Appends the dump to {@code file}; the OOM message with the dump's summary. */

@@ -1,0 +1,104 @@
+package dev.lms4j.tf.run;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.tf.AdamNetAccess;
+import dev.lms4j.tf.TrainingGraph;
+import java.io.BufferedReader;
+import java.io.StringReader;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/**
+ * {@link AllocatorLog}: TensorFlow's own log of its budgeted allocator, read and replayed
+ * through lms4j's allocator model.
+ */
+class AllocatorLogTest {
+  private static final String P = "2026-12-05 05:07:00.563215: I external/local_xla/xla/tsl/"
+      + "framework/bfc_allocator.cc:324] ";
+  private static final String E = "2026-12-05 05:07:00.563277: I tensorflow/core/common_runtime/"
+      + "executor.cc:878] ";
+
+  /**
+   * Lines as TensorFlow writes them (regions of two allocators, requests with their addresses,
+   * the op running, the refusal): only the budgeted allocator's are read; each request gets its
+   * region and offset, a release the request it frees, the refusal its size and op.
+   */
+  @Test
+  void theLogsLinesBecomeRequestsPlacedInRegions() {
+    List<String> lines = List.of(
+        P + "Extending allocation by 2.00MiB bytes for bfc_cpu_allocator_for_gpu.",
+        P + "Allocated memory at 0x7f0d881fe040 to 0x7f0d883fe040",
+        E + "Process node: 12 step 2 {{node Conv2d}} = _MklNativeConv2D[T=DT_FLOAT](x, w)",
+        P + "[mem-debug] AllocateRaw,bfc_cpu_allocator_for_gpu,1048576,0x7f0d881fe040,*** Begin",
+        P + "Extending allocation by 2.00MiB bytes for mklcpu.",
+        P + "Allocated memory at 0x7f44cc426b00 to 0x7f44cc626b00",
+        P + "[mem-debug] AllocateRaw,mklcpu,2048,0x7f44cc426b00,*** Begin stack trace ***",
+        E + "Process node: 13 step 2 {{node Relu}} = Relu[T=DT_FLOAT](Conv2d)",
+        P + "[mem-debug] AllocateRaw,bfc_cpu_allocator_for_gpu,1000,0x7f0d882fe040,*** Begin",
+        P + "[mem-debug] DeallocateRaw,bfc_cpu_allocator_for_gpu,1048576,0x7f0d881fe040,*** B",
+        E + "Process node: 14 step 2 {{node MatMul}} = MatMul[T=DT_FLOAT](Relu, w2)",
+        P.replace(":324] ", ":497] ").replace(" I ", " W ") + "Allocator (bfc_cpu_allocator_for_gpu) "
+            + "ran out of memory trying to allocate 2.00MiB (rounded to 2097152)requested by op "
+            + "MatMul",
+        P + "[mem-debug] DeallocateRaw,bfc_cpu_allocator_for_gpu,1000,0x7f0d882fe040,*** B");
+    AllocatorLog log = AllocatorLog.parse(lines);
+    assertThat(log.regions()).containsExactly(2L << 20);
+    assertThat(log.events()).containsExactly(
+        new AllocatorLog.Alloc(1048576, 0, 0, "Conv2d"),
+        new AllocatorLog.Alloc(1000, 0, 1048576, "Relu"),
+        new AllocatorLog.Free(0),
+        new AllocatorLog.Refused(2097152, "MatMul"));
+    // the model does the same: the first MiB of the region, then the next chunk; 2 MiB refused
+    // under 2 MiB (1 MiB free in one chunk, 1000 bytes in use)
+    AllocatorLog.Check c = log.check(2L << 20);
+    assertThat(c.same()).as(c.detail()).isTrue();
+    assertThat(c.requests()).isEqualTo(2);
+    // a log whose second chunk TensorFlow had put elsewhere: the model's first difference
+    AllocatorLog moved = AllocatorLog.read(new BufferedReader(new StringReader(
+        "R 2097152\nA 1048576 0 0 Conv2d\nA 1000 0 4096 Relu\n")));
+    AllocatorLog.Check d = moved.check(2L << 20);
+    assertThat(d.firstDiff()).isEqualTo(1);
+    assertThat(d.detail()).isEqualTo("request 1 (1000 bytes, Relu): TensorFlow put it in region "
+        + "0 at offset 4096, the model in region 0 at offset 1048576");
+  }
+
+  /**
+   * A real budgeted run of a small CNN with the log asked for: TensorFlow's requests are read
+   * from the worker's output, written out, and the model places every one of them where
+   * TensorFlow did.
+   */
+  @Test
+  void aBudgetedRunsLogIsKeptAndTheModelPlacesItsRequestsAsTensorFlowDid(@TempDir Path dir)
+      throws Exception {
+    TrainingGraph tg = AdamNetAccess.cnn(8, 16, 8, 32);
+    Path pb = dir.resolve("g.pb");
+    Path mf = dir.resolve("g.json");
+    tg.write(pb, mf);
+    Path file = dir.resolve("alloc.log");
+    WorkerProcess.Outcome o = WorkerProcess.run(StepWorker.class.getName(), List.of(
+        pb.toString(), mf.toString(), "2", "42", "true", "DEFAULT_MEM_OPT"), 64,
+        Duration.ofMinutes(5), n -> { }, l -> { }, null, file);
+    assertThat(o.oom()).as(String.valueOf(o.message())).isFalse();
+    assertThat(o.exitCode()).as(String.valueOf(o.message())).isZero();
+    AllocatorLog log;
+    try (BufferedReader r = Files.newBufferedReader(file)) {
+      log = AllocatorLog.read(r);
+    }
+    long granted = log.events().stream().filter(e -> e instanceof AllocatorLog.Alloc).count();
+    assertThat(granted).as("init and two steps").isGreaterThan(50);
+    assertThat(log.regions()).isNotEmpty();
+    assertThat(log.events()).filteredOn(e -> e instanceof AllocatorLog.Alloc)
+        .allSatisfy(e -> assertThat(((AllocatorLog.Alloc) e).region()).isNotNegative());
+    // the executor names the ops of the step
+    assertThat(log.events()).anySatisfy(e -> assertThat(e).isInstanceOfSatisfying(
+        AllocatorLog.Alloc.class, a -> assertThat(a.op()).startsWith("gradients/")));
+    AllocatorLog.Check c = log.check(64L << 20);
+    assertThat(c.same()).as(c.detail()).isTrue();
+    assertThat(c.requests()).isEqualTo((int) granted);
+  }
+}
