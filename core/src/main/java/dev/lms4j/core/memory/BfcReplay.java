@@ -79,9 +79,10 @@ public final class BfcReplay {
   private static final long MIN_ALLOCATION = 256;
   private static final long FIRST_REGION = 2L << 20;
   /**
-   * The largest constant grappler's constant folding makes ({@code kMaxConstantSize} in
-   * TensorFlow 2.x's {@code constant_folding.cc}: 100 KiB); a larger result is computed in the
-   * step.
+   * The largest result of the step the model takes grappler to fold into a constant
+   * ({@code kMaxConstantSize} in TensorFlow 2.x's {@code constant_folding.cc}: 100 KiB); a larger
+   * one is computed in the step. (Grappler also folds larger uniform fills; the model holds those
+   * only for init, {@code InitHeldConstants}.)
    */
   static final long MAX_FOLDED_BYTES = 100 * 1024;
   private static final Object HELD_AT_RUN = new Object();
@@ -553,6 +554,7 @@ public final class BfcReplay {
       return grown.stream().map(r -> r[1]).toList();
     }
 
+    /** Frees the chunk at {@code addr}, coalescing it with free neighbours in its region. */
     public void free(long addr) {
       long[] meta = chunks.get(addr);
       meta[1] = 0;

@@ -30,7 +30,7 @@ import java.util.regex.Pattern;
  * the corpus U-Net plan's 647 requests elsewhere; with them as TensorFlow grows them, none.)
  *
  * <pre>{@code
- * LMS4J_BFC_LOG=u14.log ./lms4j run --graph u.pb --budget 14MiB --lms off --steps 2
+ * LMS4J_BFC_LOG=u14.log ./lms4j run --graph u.pb --manifest u.json --budget 14MiB --lms off
  * }</pre>
  */
 public final class AllocatorLog {
