@@ -453,9 +453,9 @@ public final class BfcReplay {
    * The allocator model: TensorFlow's BFC allocator under a limit, its regions grown in
    * doubling sizes (each below the one before) and cut to what is left, chunks taken by best fit
    * on (size, address), split when at least twice the request, coalesced within a region when
-   * freed. Checked against TensorFlow's own placements ({@code BfcPlacementTest}, and
-   * {@code AllocatorLog#check} for any run): fed the requests TensorFlow logged, it puts every
-   * chunk where TensorFlow did.
+   * freed. Checked against TensorFlow's own placements ({@code AllocatorLog#check}, for any run
+   * and in {@code AllocatorLogTest} on two recorded ones): fed the requests TensorFlow logged, it
+   * puts every chunk where TensorFlow did.
    */
   public static final class Allocator {
     private final long limit;

@@ -195,13 +195,14 @@ public final class AllocatorLog {
 
   /**
    * Replays the granted requests through the allocator model under {@code limitBytes}: the first
-   * one it places in another region or at another offset, or refuses; then whether it refuses
-   * what TensorFlow refused.
+   * one it places in another region or at another offset, or refuses; whether it refuses what
+   * TensorFlow refused; then whether it grew the regions TensorFlow grew.
    */
   public Check check(long limitBytes) {
     BfcReplay.Allocator bfc = new BfcReplay.Allocator(limitBytes);
     List<Long> addresses = new ArrayList<>();
     int n = 0;
+    String refused = "";
     for (Event e : events) {
       if (e instanceof Alloc a) {
         long at = bfc.allocate(a.bytes());
@@ -225,9 +226,8 @@ public final class AllocatorLog {
           return new Check(n, n, String.format("request %d (%d bytes, %s): TensorFlow refused "
               + "it, the model granted it", n, r.bytes(), r.op()));
         }
-        return new Check(n, -1, String.format("the model put all %d granted requests where "
-            + "TensorFlow did and refused the %d bytes %s asked for, as TensorFlow did", n,
-            r.bytes(), r.op()));
+        refused = String.format(" and refused the %d bytes %s asked for, as TensorFlow did",
+            r.bytes(), r.op());
       }
     }
     if (!bfc.regionSizes().equals(regions)) {
@@ -235,7 +235,7 @@ public final class AllocatorLog {
           + regions);
     }
     return new Check(n, -1, String.format("the model put all %d requests where TensorFlow did, "
-        + "in the same %d regions", n, regions.size()));
+        + "in the same %d regions", n, regions.size()) + refused);
   }
 
   /**

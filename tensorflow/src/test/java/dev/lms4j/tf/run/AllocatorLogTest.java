@@ -5,13 +5,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.lms4j.tf.AdamNetAccess;
 import dev.lms4j.tf.TrainingGraph;
 import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.io.StringReader;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * {@link AllocatorLog}: TensorFlow's own log of its budgeted allocator, read and replayed
@@ -65,6 +69,37 @@ class AllocatorLogTest {
     assertThat(d.firstDiff()).isEqualTo(1);
     assertThat(d.detail()).isEqualTo("request 1 (1000 bytes, Relu): TensorFlow put it in region "
         + "0 at offset 4096, the model in region 0 at offset 1048576");
+  }
+
+  /**
+   * Two runs TensorFlow logged here (the files' headers say how): replayed through the model,
+   * every chunk lands in the same region at the same offset, the regions are the same, and the
+   * request TensorFlow refused the model refuses too. (Regions lie each below the one grown
+   * before, as the system's mmap places them: with the regions the other way up, best fit
+   * between two free chunks of one size picks the other one, and 18 chunks of the U-Net's run
+   * and 24 of the DenseNet's land elsewhere.)
+   */
+  @ParameterizedTest
+  @CsvSource({"tf-bfc-unet-tflms-14mib.txt, 14, 647, false",
+      "tf-bfc-densenet-tflms-32mib.txt, 32, 770, true"})
+  void recordedRunsArePlacedChunkForChunkAsTensorFlowPlacedThem(String file, long limitMib,
+      int granted, boolean refused) throws Exception {
+    AllocatorLog log;
+    try (BufferedReader r = new BufferedReader(new InputStreamReader(
+        AllocatorLogTest.class.getResourceAsStream(file), StandardCharsets.UTF_8))) {
+      log = AllocatorLog.read(r);
+    }
+    assertThat(log.events().stream().filter(e -> e instanceof AllocatorLog.Alloc).count())
+        .isEqualTo(granted);
+    assertThat(log.events().get(log.events().size() - 1) instanceof AllocatorLog.Refused)
+        .isEqualTo(refused);
+    AllocatorLog.Check c = log.check(limitMib << 20);
+    assertThat(c.same()).as(c.detail()).isTrue();
+    assertThat(c.requests()).isEqualTo(granted);
+    assertThat(c.detail()).contains("in the same " + log.regions().size() + " regions");
+    if (refused) {
+      assertThat(c.detail()).endsWith("as TensorFlow did");
+    }
   }
 
   /**

@@ -6,66 +6,18 @@ import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.Tensor;
-import java.io.BufferedReader;
-import java.io.IOException;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.params.ParameterizedTest;
-import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The allocator model against TensorFlow's own: given the requests TensorFlow's BFC allocator
- * logged, the model grows the same regions and puts every chunk where TensorFlow put it.
+ * The step's results grappler folds into constants ({@link BfcReplay#heldAtRun}): held from the
+ * executor's start, not allocated as the step runs. (The allocator model itself is checked
+ * against TensorFlow's recorded placements in the tensorflow module's {@code AllocatorLogTest}.)
  */
-class BfcPlacementTest {
+class FoldedConstantsTest {
   private static final long KIB = 1 << 10;
   private static final long MIB = 1 << 20;
-
-  /**
-   * Each file is a run TensorFlow logged: its regions, then each request and where TensorFlow
-   * put it. Every chunk lands in the same region at the same offset, the regions are the same,
-   * and a request TensorFlow refused the model refuses too. (Regions lie each below the one
-   * grown before, as the system's mmap places them: with the regions above each other instead,
-   * best fit between two free chunks of one size picks the other one, and 18 chunks of the
-   * U-Net's run and 24 of the DenseNet's land elsewhere.)
-   */
-  @ParameterizedTest
-  @CsvSource({"tf-bfc-unet-tflms-14mib.txt, 14, 647", "tf-bfc-densenet-tflms-32mib.txt, 32, 770"})
-  void theModelPutsEveryChunkWhereTensorFlowDid(String file, long limitMib, int allocations)
-      throws IOException {
-    BfcReplay.Allocator bfc = new BfcReplay.Allocator(limitMib * MIB);
-    List<Long> addresses = new ArrayList<>();
-    List<Long> tfRegions = null;
-    int placed = 0;
-    boolean refused = false;
-    for (String line : lines(file)) {
-      String[] f = line.split(" ");
-      switch (f[0]) {
-        case "R" -> tfRegions = Arrays.stream(f).skip(1).map(Long::valueOf).toList();
-        case "A" -> {
-          long at = bfc.allocate(Long.parseLong(f[1]));
-          assertThat(at).as("request %d (%s bytes)", addresses.size(), f[1]).isNotNegative();
-          assertThat(bfc.place(at)).as("request %d (%s bytes)", addresses.size(), f[1])
-              .containsExactly(Long.parseLong(f[2]), Long.parseLong(f[3]));
-          addresses.add(at);
-          placed++;
-        }
-        case "F" -> bfc.free(addresses.get(Integer.parseInt(f[1])));
-        case "X" -> {
-          assertThat(bfc.allocate(Long.parseLong(f[1]))).isNegative();
-          refused = true;
-        }
-        default -> throw new IllegalStateException(line);
-      }
-    }
-    assertThat(placed).isEqualTo(allocations);
-    assertThat(bfc.regionSizes()).isEqualTo(tfRegions);
-    assertThat(refused).isEqualTo(file.contains("densenet"));
-  }
 
   /**
    * A shape read TensorFlow folds into a constant: the step's executor holds it from its start,
@@ -113,18 +65,5 @@ class BfcPlacementTest {
         .build();
     assertThat(BfcReplay.heldAtRun(g))
         .containsExactly(false, false, false, true, true, false, false);
-  }
-
-  private static List<String> lines(String file) throws IOException {
-    List<String> out = new ArrayList<>();
-    try (BufferedReader r = new BufferedReader(new InputStreamReader(
-        BfcPlacementTest.class.getResourceAsStream(file), StandardCharsets.UTF_8))) {
-      for (String line = r.readLine(); line != null; line = r.readLine()) {
-        if (!line.isBlank() && !line.startsWith("#")) {
-          out.add(line);
-        }
-      }
-    }
-    return out;
   }
 }
