@@ -15,7 +15,9 @@ import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
+import dev.lms4j.tf.Manifest;
 import dev.lms4j.tf.ScratchTrace;
+import dev.lms4j.tf.StepOrder;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
@@ -245,7 +247,7 @@ public final class Fidelity {
       if (lr != null) {
         plan.remove("error");
         TrainingGraph rw = new TrainingGraph(lr.graphDef(), tg.manifest());
-        predictPlan(plan, lr, trace);
+        predictPlan(plan, lr, tg.manifest(), trace);
         long pOld = plan.path("predicted_old_bytes").asLong();
         long pNew = plan.path("predicted_new_bytes").asLong();
         long pMeasured = plan.path("predicted_measured_scratch_bytes").asLong();
@@ -381,8 +383,9 @@ public final class Fidelity {
    * (the planner's graph with the plan applied, levelled schedule) with scratch estimated (what
    * the planner predicted), without scratch, and with the trace's.
    */
-  static void predictPlan(ObjectNode plan, LmsResult lr, ScratchTrace trace) {
+  static void predictPlan(ObjectNode plan, LmsResult lr, Manifest m, ScratchTrace trace) {
     DataflowGraph g = lr.model();
+    StepOrder steps = stepOrder(lr, m);
     java.util.function.ToLongFunction<DataflowGraph> peak = lr.memoryPlan() == null
         ? Fidelity::levelledPeak : x -> lr.memoryPlan().simulatePeak(x);
     plan.put("planner", lr.planner()).put("planner_predicted_bytes", lr.predictedPeakAfter())
@@ -390,9 +393,10 @@ public final class Fidelity {
         .put("predicted_new_bytes", peak.applyAsLong(g))
         .put("predicted_measured_scratch_bytes",
             peak.applyAsLong(g.withScratch(trace.scratchByOp())))
-        .put("allocator_bytes", allocatorMin(g, lr.memoryPlan(), lr.initLayout()))
+        .put("allocator_bytes", allocatorMin(g, lr.memoryPlan(), lr.initLayout(), steps))
         .put("allocator_measured_scratch_bytes",
-            allocatorMin(g.withScratch(trace.scratchByOp()), lr.memoryPlan(), lr.initLayout()));
+            allocatorMin(g.withScratch(trace.scratchByOp()), lr.memoryPlan(), lr.initLayout(),
+                steps));
   }
 
   /**
@@ -403,14 +407,40 @@ public final class Fidelity {
    */
   static long allocatorMin(DataflowGraph g, dev.lms4j.core.plan.MemoryPlan plan,
       LmsResult.InitLayout init) {
+    return allocatorMin(g, plan, init, StepOrder.levelled());
+  }
+
+  /**
+   * As above, with the step replayed in {@code steps}'s orders ({@link #stepOrder}: a rewritten
+   * graph's serial order with its unchained ops run as TensorFlow may run them), the largest.
+   */
+  static long allocatorMin(DataflowGraph g, dev.lms4j.core.plan.MemoryPlan plan,
+      LmsResult.InitLayout init, StepOrder steps) {
     DataflowGraph r = plan == null ? g : plan.applyTo(g);
     BfcReplay.Layout layout = BfcReplay.Layout.GRAPH_ORDER;
     if (init != null) {
       int[] last = init.last().stream().mapToInt(n -> r.opOrThrow(n).id()).toArray();
       layout = new BfcReplay.Layout(last, init.primerBytes(), init.primerFirst());
     }
-    long mib = BfcReplay.smallestMib(r, Levels.of(r).schedule(), 64L << 10, layout);
-    return mib < 0 ? 0 : mib << 20;
+    long mib = 0;
+    for (int[] order : steps.orders(r)) {
+      long m = BfcReplay.smallestMib(r, order, 64L << 10, layout);
+      if (m < 0) {
+        return 0;
+      }
+      mib = Math.max(mib, m);
+    }
+    return mib << 20;
+  }
+
+  /**
+   * The order a step of {@code lr}'s graph runs in: a rewritten graph runs in lms4j's serial
+   * order (the default of {@code Lms.builder()}, as the bench builds it), the graph as given in
+   * TensorFlow's own, which the levelled schedule stands for.
+   */
+  static StepOrder stepOrder(LmsResult lr, Manifest m) {
+    return lr.rewritten() ? StepOrder.serial(lr.graphDef(), m.feedShapes(), m.runOps())
+        : StepOrder.levelled();
   }
 
   /**
@@ -441,7 +471,7 @@ public final class Fidelity {
       String planner = plan.path("planner").asText();
       LmsResult lr = Lms.builder().budget(plan.path("budget_bytes").asLong())
           .mode(LmsMode.AUTO).build().rewrite(tg);
-      predictPlan(plan, lr, trace);
+      predictPlan(plan, lr, tg.manifest(), trace);
       if (!lr.planner().equals(planner)) {
         plan.put("note", "planned again as " + lr.planner() + ", measured as " + planner);
       }

@@ -342,8 +342,8 @@ public final class PlannerFidelity {
       row.put("planner", plan.planner() == null ? "none" : plan.planner())
           .put("rewritten", plan.rewritten())
           .put("simulated_peak_mib", plan.predictedPeakAfter() / 1048576.0);
-      long predicted = Fidelity.allocatorMin(plan.model(), plan.memoryPlan(), plan.initLayout())
-          >> 20;
+      long predicted = Fidelity.allocatorMin(plan.model(), plan.memoryPlan(), plan.initLayout(),
+          Fidelity.stepOrder(plan, tg.manifest())) >> 20;
       row.put("predicted_mib", predicted);
       TrainingGraph rw = new TrainingGraph(rewritten, tg.manifest());
       Known k = runs.known(rewritten);
@@ -553,11 +553,13 @@ public final class PlannerFidelity {
         .append(", `Lms.builder().budget(B).mode(m)`: the default memory ratio, allocator check on) at ")
         .append("budgets B = ").append(root.path("fractions").asText())
         .append(" of the no-LMS prediction. **predicted**: the allocator model's need ")
-        .append("(`BfcReplay.smallestMib`, levelled schedule, whole MiB): for no LMS on the ")
-        .append("graph as imported, for a plan on the planner's model with the plan applied ")
+        .append("(`BfcReplay.smallestMib`, whole MiB): for no LMS on the graph as imported, ")
+        .append("levelled schedule; for a plan on the planner's model with the plan applied ")
         .append("(`Fidelity.allocatorMin(result.model(), result.memoryPlan(), ")
-        .append("result.initLayout())`: init in the order the plan gives it; what the ")
-        .append("allocator check accepts plans by). **real min**: the smallest budget at which ")
+        .append("result.initLayout(), Fidelity.stepOrder(result, manifest))`: init in the order ")
+        .append("the plan gives it, the step in the serial order with its unchained ops run as ")
+        .append("TensorFlow's executor runs them; what the allocator check accepts plans by). ")
+        .append("**real min**: the smallest budget at which ")
         .append("the graph (for a plan: the rewritten graph) runs init and ")
         .append(root.path("steps").asInt()).append(" steps in a budgeted worker ")
         .append("(`TF_CPU_BFC_MEM_LIMIT_IN_MB`), bracketed from the prediction (a run there, ")

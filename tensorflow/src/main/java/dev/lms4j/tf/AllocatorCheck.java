@@ -83,6 +83,17 @@ final class AllocatorCheck {
    */
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts) {
+    return check(model, given, ctx, plan, planner, layouts, StepOrder.levelled());
+  }
+
+  /**
+   * As above; each plan's step is replayed in {@code steps}'s orders (the orders TensorFlow may
+   * run the rewritten graph in: each must fit, and the need is the largest), the graph as given
+   * in the levelled schedule.
+   */
+  static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
+      MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
+      StepOrder steps) {
     Budget budget = ctx.budget();
     long whole = budget.bytes();
     long accept = whole - (long) (HEADROOM * whole);
@@ -96,8 +107,9 @@ final class AllocatorCheck {
     boolean reached = false;
     for (int t = 1; t <= TRIES; t++) {
       DataflowGraph r = current.applyTo(model);
-      int[] order = Levels.of(r).schedule();
-      if (fits(r, order, accept, layouts)) {
+      // every order TensorFlow may run the step in must fit
+      java.util.List<int[]> orders = steps.orders(r);
+      if (orders.stream().allMatch(o -> fits(r, o, accept, layouts))) {
         if (t > 1) {
           LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "
               + "budget with {}% to spare", t, current.planner(), String.format("%.2f", ratio),
@@ -105,7 +117,10 @@ final class AllocatorCheck {
         }
         return new Outcome(current, false, 0);
       }
-      long need = needBytes(r, order, whole, layouts);
+      long need = 0;
+      for (int[] o : orders) {
+        need = Math.max(need, needBytes(r, o, whole, layouts));
+      }
       LOG.info("[LMS][0] Allocator replay: plan {} ({}, simulated peak {} MiB) needs about {} "
           + "MiB of TensorFlow's allocator (whole chunks, regions), more than {} MiB ({}% of the "
           + "{} MiB budget spared)", t, current.needed() ? current.planner() : "no rewrite",
@@ -204,6 +219,15 @@ final class AllocatorCheck {
     return needBytes(g, Levels.of(g).schedule(), budget, layouts);
   }
 
+  /** As above, with a step of {@code g} run in {@code steps}'s order. */
+  static long needBytes(DataflowGraph g, long budget, boolean layouts, StepOrder steps) {
+    long need = 0;
+    for (int[] o : steps.orders(g)) {
+      need = Math.max(need, needBytes(g, o, budget, layouts));
+    }
+    return need;
+  }
+
   /** The smallest budget the replay fits, bytes (up to 4x {@code whole}; beyond: 4x). */
   private static long needBytes(DataflowGraph g, int[] order, long whole, boolean layouts) {
     long maxMib = Math.max(1, (4 * whole) >> 20);
@@ -230,7 +254,12 @@ final class AllocatorCheck {
    * out of memory with a 4 MiB primer made first that the replay fitted into 117.
    */
   static ResidentLayouts.Choice layout(DataflowGraph g, long budget) {
-    int[] order = Levels.of(g).schedule();
+    return layout(g, budget, StepOrder.levelled());
+  }
+
+  /** As above, with a step of {@code g} run in {@code steps}'s order. */
+  static ResidentLayouts.Choice layout(DataflowGraph g, long budget, StepOrder steps) {
+    int[] order = steps.worst(g, Math.max(1, (4 * budget) >> 20));
     long accept = budget - (long) (HEADROOM * budget);
     if (BfcReplay.replay(g, order, accept).fits()) {
       return null;

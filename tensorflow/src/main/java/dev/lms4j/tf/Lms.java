@@ -1,6 +1,7 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.ResidentLayouts;
@@ -261,14 +262,25 @@ public final class Lms {
    */
   public LmsResult rewrite(TrainingGraph tg) {
     Manifest m = tg.manifest();
-    LmsResult r = rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps(), m.init());
+    LmsResult r = rewrite(tg.graphDef(), m.feedShapes(), m.trainOp(), m.runOps(), m.init(),
+        serialOrder);
     if (serialOrder && r.rewritten()) {
-      SerialOrder.Result s = SerialOrder.enforce(r.graphDef(), m);
+      SerialOrder.Result s = SerialOrder.enforce(r.graphDef(), m, r.memoryPlan().needed()
+          ? stepOrder(r.memoryPlan().applyTo(r.model())) : null);
       if (s.addedEdges() > 0) {
         r = r.withGraphDef(s.graphDef());
       }
     }
     return r;
+  }
+
+  /** The names of {@code g}'s ops in the order the allocator check replayed it in. */
+  private static List<String> stepOrder(DataflowGraph g) {
+    List<String> out = new ArrayList<>(g.size());
+    for (int v : Levels.of(g).schedule()) {
+      out.add(g.op(v).name());
+    }
+    return out;
   }
 
   /**
@@ -289,7 +301,7 @@ public final class Lms {
    */
   public LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps) {
-    return rewrite(gd, feedShapes, trainOp, runOps, null);
+    return rewrite(gd, feedShapes, trainOp, runOps, null, false);
   }
 
   /**
@@ -298,7 +310,7 @@ public final class Lms {
    * init op is made to ({@link InitOrder}).
    */
   private LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
-      Set<String> runOps, String initOp) {
+      Set<String> runOps, String initOp, boolean ordered) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
     DataflowGraph model = importModel(gd, feedShapes, runOps);
@@ -450,10 +462,13 @@ public final class Lms {
           givenPre.initConstants() > 0 ? " (its initializer Fills kept from folding)" : "");
       asGiven = true;
     }
+    // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
+    StepOrder steps = ordered && allocatorCheck && budget.isSet() && mode.plans()
+        ? StepOrder.serial(gd, feedShapes, runOps) : StepOrder.levelled();
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
-          c -> mode.plan(planned, c), layouts);
+          c -> mode.plan(planned, c), layouts, steps);
       if (o.asGiven()) {
         asGiven = true;
       } else {
@@ -479,7 +494,7 @@ public final class Lms {
     if (layouts) {
       Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
       OrderedInit o = orderInit(out, plan.needed() ? plan.applyTo(model) : model, initOp,
-          stepOps);
+          stepOps, asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps) : steps);
       if (o != null) {
         out = o.graphDef();
         initLayout = o.layout();
@@ -495,7 +510,7 @@ public final class Lms {
             + "(counting the filter and bias gradients oneDNN merges as one op); planning again "
             + "without the schedule", scheduler.name().toLowerCase(java.util.Locale.ROOT), cycle);
         return source.copy().scheduler(Scheduling.Scheduler.NONE).build().rewrite(given,
-            feedShapes, trainOp, runOps, initOp);
+            feedShapes, trainOp, runOps, initOp, ordered);
       }
       throw new IllegalStateException("lms4j's rewrite closed a cycle through " + cycle
           + " (counting the filter and bias gradients oneDNN merges as one op); TensorFlow "
@@ -521,8 +536,8 @@ public final class Lms {
    * or init cannot be given it.
    */
   private OrderedInit orderInit(GraphDef gd, DataflowGraph stepModel, String initOp,
-      Set<String> stepOps) {
-    ResidentLayouts.Choice c = AllocatorCheck.layout(stepModel, budget.bytes());
+      Set<String> stepOps, StepOrder steps) {
+    ResidentLayouts.Choice c = AllocatorCheck.layout(stepModel, budget.bytes(), steps);
     if (c == null) {
       return null;
     }
@@ -536,7 +551,8 @@ public final class Lms {
       return null;
     }
     LmsResult.InitLayout l = new LmsResult.InitLayout(last, c.layout().primerBytes(),
-        c.layout().primerFirst(), AllocatorCheck.needBytes(stepModel, budget.bytes(), false),
+        c.layout().primerFirst(), AllocatorCheck.needBytes(stepModel, budget.bytes(), false,
+        steps),
         c.needBytes());
     LOG.info("[LMS][0] Init order: {}", l.describe());
     return new OrderedInit(r.graphDef(), l);

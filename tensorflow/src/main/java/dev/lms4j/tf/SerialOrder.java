@@ -105,6 +105,19 @@ public final class SerialOrder {
    * @return the chained graph; {@code gd} is not changed
    */
   public static Result enforce(GraphDef gd, Manifest manifest) {
+    return enforce(gd, manifest, null);
+  }
+
+  /**
+   * As above, chaining the step in {@code order} (op names; null: the levelled order of the
+   * graph as written): the order the plan was simulated and replayed in, the planner's model
+   * with the plan applied. The levelled order of the rewritten graph as written can differ from
+   * it (its swap-ins and updates level differently): traced on the corpus U-Net's tflms plan at
+   * half its peak, 12 weight updates ran ahead of a swap-in that the model ran before them.
+   * Ops the order does not name (what the commit added beyond the model's ops) follow their
+   * last input; where the graph's edges disagree with the order, the edges win.
+   */
+  public static Result enforce(GraphDef gd, Manifest manifest, List<String> order) {
     Objects.requireNonNull(gd, "graph");
     Objects.requireNonNull(manifest, "manifest");
     for (NodeDef n : gd.getNodeList()) {
@@ -122,13 +135,9 @@ public final class SerialOrder {
     // the GraphDef's own products: the chain must match them
     DataflowGraph model = GraphImporter.importAsWritten(gd, manifest.feedShapes(), -1,
         "gradients", manifest.runOps());
-    // the trees grappler groups that were not written are left out of the chain, so grappler
-    // still groups them as it does for the graph as given
-    Set<String> unchained = new HashSet<>(groups.unwritten());
+    Set<String> unchained = unchained(groups, manifest.runOps());
     Set<String> step = manifest.runOps().isEmpty() ? Set.of()
         : GraphImporter.ancestors(gd, manifest.runOps());
-    // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
-    unchained.addAll(UnchainedOps.of(gd, step));
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
@@ -138,7 +147,9 @@ public final class SerialOrder {
     String prev = null;
     int added = 0;
     int chained = 0;
-    for (int id : Levels.of(model).schedule()) {
+    int[] chainOrder = order == null ? Levels.of(model).schedule() : following(model, order);
+    Set<String> inChain = new HashSet<>();
+    for (int id : chainOrder) {
       var op = model.op(id);
       // what init leaves held stands for an init op: never chained into the step
       if (OpTypes.isResident(op.type()) || BfcReplay.HELD.equals(op.type())
@@ -147,6 +158,7 @@ public final class SerialOrder {
         continue;
       }
       chained++;
+      inChain.add(op.name());
       if (prev != null) {
         NodeDef.Builder b = nodes.get(op.name());
         String edge = "^" + prev;
@@ -157,6 +169,8 @@ public final class SerialOrder {
       }
       prev = op.name();
     }
+    int pins = pin(model, chainOrder, StepOrder.of(gd, unchained), step, inChain, nodes);
+    added += pins;
     int initChained = 0;
     if (manifest.init() != null && nodes.containsKey(manifest.init())
         && !manifest.runOps().isEmpty()) {
@@ -187,8 +201,98 @@ public final class SerialOrder {
     GraphDef.Builder out = gd.toBuilder().clearNode();
     nodes.values().forEach(out::addNode);
     LOG.info("[LMS] serial order: {} ops of the step and {} of init chained ({} control edges "
-        + "added)", chained, initChained, added);
+        + "added, {} of them pinning a merged filter gradient ahead of the chain)", chained,
+        initChained, added, pins);
     return new Result(out.build(), added, chained, initChained, null);
+  }
+
+  /**
+   * Gives the chain's op that runs after each pinned op ({@link StepOrder#pinned}: a filter
+   * gradient oneDNN merges with its bias gradient, left out of the chain) a control edge from
+   * it, so that TensorFlow runs it ahead of that op in every process. Left out of the chain, it
+   * runs as soon as its inputs are there; where the chain's next op becomes ready with it,
+   * TensorFlow took either first, differently from process to process (the corpus DenseNet's
+   * tflms plan for 65 MiB: traced twice, the filter gradient ran first once and after the input
+   * gradient once; the allocator model needs 58 and 70 MiB for the two orders). A control edge
+   * out of the filter gradient does not keep oneDNN from merging it (its rule asks for the same
+   * control inputs on both ops), and the edge follows the order the step runs in, so it closes
+   * no cycle.
+   *
+   * @return the control edges added
+   */
+  private static int pin(DataflowGraph model, int[] chainOrder, StepOrder steps,
+      Set<String> step, Set<String> inChain, Map<String, NodeDef.Builder> nodes) {
+    if (steps.pinned().isEmpty()) {
+      return 0;
+    }
+    int added = 0;
+    List<String> waiting = new ArrayList<>();
+    for (int v : steps.orders(model, chainOrder).get(0)) {
+      String name = model.op(v).name();
+      if (steps.pinned().contains(name) && step.contains(name)) {
+        waiting.add(name);
+      } else if (inChain.contains(name) && !waiting.isEmpty()) {
+        NodeDef.Builder b = nodes.get(name);
+        for (String f : waiting) {
+          if (!b.getInputList().contains("^" + f)) {
+            b.addInput("^" + f);
+            added++;
+          }
+        }
+        waiting.clear();
+      }
+    }
+    return added;
+  }
+
+  /**
+   * A topological order of {@code model} that runs the ops {@code order} names in its order and
+   * every other op right after its last input.
+   */
+  static int[] following(DataflowGraph model, List<String> order) {
+    Map<String, Integer> pos = new java.util.HashMap<>();
+    for (int i = 0; i < order.size(); i++) {
+      pos.putIfAbsent(order.get(i), i);
+    }
+    long[] prio = new long[model.size()];
+    for (int v : model.topologicalOrder()) {
+      Integer p = pos.get(model.op(v).name());
+      if (p != null) {
+        prio[v] = 2L * p;
+      } else {
+        long after = -1;
+        for (int u : model.predecessors(v)) {
+          after = Math.max(after, prio[u]);
+        }
+        prio[v] = after + 1;
+      }
+    }
+    return model.topologicalOrder(java.util.Comparator.<Integer>comparingLong(v -> prio[v])
+        .thenComparing(java.util.Comparator.naturalOrder()));
+  }
+
+  /**
+   * The ops {@link #enforce} leaves out of the chain of {@code gd} (a graph as lms4j rewrites
+   * it, before or after the chain).
+   *
+   * @param gd         the graph
+   * @param feedShapes its feeds' shapes
+   * @param runOps     what a step runs
+   */
+  static Set<String> unchained(GraphDef gd, Map<String, long[]> feedShapes, Set<String> runOps) {
+    return unchained(ProductGroups.apply(gd, feedShapes, runOps), runOps);
+  }
+
+  /** As above, on a graph with its products written ({@code groups}). */
+  private static Set<String> unchained(ProductGroups.Result groups, Set<String> runOps) {
+    GraphDef gd = groups.graphDef();
+    // the trees grappler groups that were not written are left out of the chain, so grappler
+    // still groups them as it does for the graph as given
+    Set<String> unchained = new HashSet<>(groups.unwritten());
+    Set<String> step = runOps.isEmpty() ? Set.of() : GraphImporter.ancestors(gd, runOps);
+    // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
+    unchained.addAll(UnchainedOps.of(gd, step));
+    return unchained;
   }
 
   /**

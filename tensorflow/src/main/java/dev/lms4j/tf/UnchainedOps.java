@@ -59,6 +59,14 @@ public final class UnchainedOps {
   private static final Set<String> FORWARDING = Set.of("Identity", "IdentityN", "Snapshot",
       "StopGradient", "PreventGradient", "Reshape", "ExpandDims", "Squeeze", "Shape", "ShapeN",
       "Size", "Rank");
+  /**
+   * Of those, the ones that run no kernel where no control edge holds them: identities the
+   * model pruner removes, shapes constant folding materialises. (A reshape stays a kernel of its
+   * own unless its input already has the shape: measured on the corpus U-Net, the head's filter
+   * gradient, reading its incoming gradient through a reshape, ran after the chain's next op.)
+   */
+  private static final Set<String> REMOVED = Set.of("Identity", "IdentityN", "Snapshot",
+      "StopGradient", "PreventGradient", "Shape", "ShapeN", "Size", "Rank");
   /** Ops that write a variable given as their first input. */
   private static final java.util.regex.Pattern UPDATES = java.util.regex.Pattern.compile(
       "(Resource)?(Sparse)?Apply.*|Assign(Add|Sub)?|Scatter.*");
@@ -140,6 +148,52 @@ public final class UnchainedOps {
       }
     }
     keepReadsBeforeUpdates(gd, byName, step, out);
+    return out;
+  }
+
+  /**
+   * Of the ops {@link #of} left out of the chain, those that are no kernel of their own when
+   * TensorFlow runs the graph: identities (removed), shapes (folded), and the bias adds and
+   * activations fused into the contraction or batch norm before them (read in the graph's
+   * order, so a fused chain's later ops follow its first). {@link
+   * dev.lms4j.core.graph.ExecutorOrder} runs them the moment they are ready.
+   *
+   * @param gd        a graph
+   * @param unchained what {@link #of} returned for it
+   * @return their names, in the graph's order
+   */
+  public static Set<String> atOnce(GraphDef gd, Set<String> unchained) {
+    Set<String> out = new LinkedHashSet<>();
+    Set<String> fused = new java.util.HashSet<>();
+    // a fused chain is written producer first in graphs built in creation order; a few passes
+    // take it in any order
+    for (int pass = 0; pass < 3; pass++) {
+      for (NodeDef n : gd.getNodeList()) {
+        String name = n.getName();
+        if (!unchained.contains(name) || out.contains(name)) {
+          continue;
+        }
+        String op = n.getOp();
+        if (REMOVED.contains(op)) {
+          out.add(name);
+          continue;
+        }
+        if (CONTRACTIONS.contains(op) || OpTypes.BATCH_NORMS.contains(op)) {
+          fused.add(name);
+          continue;
+        }
+        if (BIAS.contains(op) || ELEMENTWISE.contains(op)) {
+          for (String in : n.getInputList()) {
+            String src = GraphImporter.opName(in);
+            if (!in.startsWith("^") && fused.contains(src)) {
+              out.add(name);
+              fused.add(name);
+              break;
+            }
+          }
+        }
+      }
+    }
     return out;
   }
 

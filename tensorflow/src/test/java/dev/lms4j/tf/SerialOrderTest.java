@@ -157,6 +157,40 @@ class SerialOrderTest {
   }
 
   /**
+   * Chained in an order given by name (the plan's simulated order), counted by hand: {@code b =
+   * Neg(x)}, {@code c = Square(b)}, {@code a = Exp(x)}, {@code loss = Add(a, c)}, {@code train}.
+   * Levelled, the chain is b, a (level 1), c (2), loss, train. Given b, a, loss, train (c not
+   * named), the chain is b, c, a, loss, train: c follows its last input, b.
+   */
+  @Test
+  void aGivenOrderIsChainedAsGivenAndAnOpItDoesNotNameFollowsItsLastInput() {
+    GraphDef gd;
+    try (Graph g = new Graph()) {
+      Ops tf = Ops.create(g);
+      Placeholder<TFloat32> x = tf.withName("x").placeholder(TFloat32.class,
+          Placeholder.shape(Shape.of(2)));
+      Neg<TFloat32> b = tf.withName("b").math.neg(x);
+      Square<TFloat32> c = tf.withName("c").math.square(b);
+      var a = tf.withName("a").math.exp(x);
+      Add<TFloat32> loss = tf.withName("loss").math.add(a, c);
+      tf.withName("train").withControlDependencies(List.of(loss)).noOp();
+      gd = g.toGraphDef();
+    }
+    Manifest m = new Manifest(List.of(new Manifest.Feed("x", "float32", new long[] {2},
+        "normal")), "loss:0", "train", null);
+    Map<String, NodeDef> levelled = TfTests.nodes(SerialOrder.enforce(gd, m).graphDef());
+    assertThat(levelled.get("a").getInputList()).containsExactly("x", "^b");
+    assertThat(levelled.get("c").getInputList()).containsExactly("b", "^a");
+    SerialOrder.Result r = SerialOrder.enforce(gd, m, List.of("b", "a", "loss", "train"));
+    assertThat(r.chained()).isEqualTo(5);
+    Map<String, NodeDef> after = TfTests.nodes(r.graphDef());
+    assertThat(after.get("b").getInputList()).containsExactly("x");
+    assertThat(after.get("c").getInputList()).containsExactly("b", "^b");
+    assertThat(after.get("a").getInputList()).containsExactly("x", "^c");
+    assertThat(after.get("loss").getInputList()).containsExactly("a", "c", "^a");
+  }
+
+  /**
    * Init computations the model holds once because they are the same computation (two slots
    * filled with {@code ZerosLike(w)}, which {@code InitHeldConstants.folded} does not count) stay
    * out of init's chain: with a control edge each, TensorFlow would not merge them and would hold

@@ -448,7 +448,10 @@ class ProbeTest {
    * under 25, the next one, at 0.862, traces 25.9 MiB too (23.0 without a limit) and trains
    * under 25; before, neither probe passed and 26 MiB was refused ("about 27 MiB"). It passes
    * now because it ran under the tighter limit too, and the graph handed back trains at 25 MiB
-   * and at 26 with the unbudgeted run's losses.
+   * and at 26 with the unbudgeted run's losses. (Since 2026-12-05 the probe's first try is the
+   * one at the edge that passes: the allocator check, replaying the ops the serial order leaves
+   * out of its chain where TensorFlow runs them, finds that auto's plan needs 30 MiB and plans
+   * tflms at ratio 0.84, which fits; measured: 25.9 MiB traced under 26, trains under 25.)
    */
   @Test
   void aPlanAtTheEdgeOfTheBudgetPassesWhereItTrainsUnderATighterLimit() throws Exception {
@@ -465,13 +468,10 @@ class ProbeTest {
         .isGreaterThan(budget - (long) (Probe.HEADROOM * budget));
     assertThat(last.tighterLimitBytes()).isEqualTo(25 * MIB);
     assertThat(last.tighterFits()).isTrue();
-    // the attempts before it did not pass: out of memory, or at the edge and not under 25 MiB
+    // the attempts before it, if any, did not pass (2026-12-01: two, one out of memory and
+    // one at the edge and not under 25 MiB; 2026-12-05: none)
     assertThat(o.attempts().subList(0, o.attempts().size() - 1))
-        .allSatisfy(a -> assertThat(a.passed(budget)).isFalse())
-        .anySatisfy(a -> {
-          assertThat(a.fits()).isTrue();
-          assertThat(a.tighterFits()).isFalse();
-        });
+        .allSatisfy(a -> assertThat(a.passed(budget)).isFalse());
     for (long limit : new long[] {25 * MIB, budget}) {
       RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
           BudgetedRunner.Options.of(limit, STEPS));

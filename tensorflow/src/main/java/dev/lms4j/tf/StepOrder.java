@@ -1,0 +1,148 @@
+package dev.lms4j.tf;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.ExecutorOrder;
+import dev.lms4j.core.graph.Levels;
+import java.util.Map;
+import java.util.Set;
+import org.tensorflow.proto.GraphDef;
+
+/**
+ * The order the allocator model replays a step of a rewritten graph in: the order TensorFlow
+ * runs it in. With lms4j's serial order ({@link SerialOrder}) that is the levelled schedule's
+ * chain, with the ops left out of it ({@link UnchainedOps}, the product trees grappler groups
+ * that are not written) run as TensorFlow's executor runs them: as soon as they are ready, ahead
+ * of the chain's next op ({@link ExecutorOrder}). Without it, the levelled schedule itself.
+ *
+ * <pre>{@code
+ * StepOrder o = StepOrder.serial(gd, feedShapes, runOps);
+ * BfcReplay.replay(r, o.of(r), budget);
+ * }</pre>
+ *
+ * <p>The ops are named: a plan's own ops (swaps, recomputations) are in the chain, as
+ * {@link SerialOrder} chains them.
+ */
+public final class StepOrder {
+  /** The identities the model pruner removes where no control edge holds them. */
+  private static final Set<String> IDENTITIES = Set.of("Identity", "IdentityN", "Snapshot",
+      "StopGradient", "PreventGradient");
+  private static final StepOrder LEVELLED = new StepOrder(Set.of(), Set.of(), Set.of());
+  private final Set<String> unchained;
+  private final Set<String> atOnce;
+  private final Set<String> pinned;
+
+  private StepOrder(Set<String> unchained, Set<String> atOnce, Set<String> pinned) {
+    this.unchained = unchained;
+    this.atOnce = atOnce;
+    this.pinned = pinned;
+  }
+
+  /**
+   * The order of a graph whose chain leaves {@code unchained} out ({@link SerialOrder}, on the
+   * graph as written).
+   */
+  static StepOrder of(GraphDef gd, Set<String> unchained) {
+    Set<String> pinned = new java.util.HashSet<>(UnchainedOps.merges(gd).values());
+    pinned.retainAll(unchained);
+    return new StepOrder(unchained, UnchainedOps.atOnce(gd, unchained), pinned);
+  }
+
+  /** The levelled schedule ({@link Levels#schedule()}): a graph run without the serial order. */
+  public static StepOrder levelled() {
+    return LEVELLED;
+  }
+
+  /**
+   * The order of {@code gd} (or of a rewrite of it) run in lms4j's serial order.
+   *
+   * @param gd         the graph (before or after the chain: control edges do not change which
+   *                   ops are left out)
+   * @param feedShapes its feeds' shapes
+   * @param runOps     what a step runs (empty: the levelled schedule, as {@link SerialOrder}
+   *                   chains nothing it cannot name)
+   */
+  public static StepOrder serial(GraphDef gd, Map<String, long[]> feedShapes,
+      Set<String> runOps) {
+    if (runOps.isEmpty()) {
+      return LEVELLED;
+    }
+    return of(gd, SerialOrder.unchained(gd, feedShapes, runOps));
+  }
+
+  /** The ops left out of the chain (empty for the levelled schedule). */
+  public Set<String> unchained() {
+    return unchained;
+  }
+
+  /**
+   * The ops left out of the chain that the chain's op after them waits for (a control edge
+   * {@link SerialOrder} adds): the filter gradients oneDNN merges with their bias gradients,
+   * which take one without losing the merge.
+   */
+  public Set<String> pinned() {
+    return pinned;
+  }
+
+  /**
+   * The order a step of {@code g} runs in.
+   *
+   * @param g the graph's model (or a plan applied to it)
+   * @return every op of {@code g}
+   */
+  public int[] of(DataflowGraph g) {
+    return orders(g).get(0);
+  }
+
+  /**
+   * The orders a step of {@code g} may run in: where the chain's next op and an op left out of
+   * the chain become ready together, TensorFlow runs either first, and which one varies from
+   * one process to the next ({@link ExecutorOrder#of(DataflowGraph, int[], boolean[], boolean[],
+   * boolean)}). The first order runs the unchained op first; a second, where it differs, the
+   * chain's op.
+   *
+   * @param g the graph's model (or a plan applied to it)
+   * @return one or two orders, each of every op of {@code g}
+   */
+  public java.util.List<int[]> orders(DataflowGraph g) {
+    return orders(g, Levels.of(g).schedule());
+  }
+
+  /** As {@link #orders(DataflowGraph)}, with the chain in {@code chain}'s order. */
+  java.util.List<int[]> orders(DataflowGraph g, int[] chain) {
+    if (unchained.isEmpty()) {
+      return java.util.List.of(chain);
+    }
+    boolean[] u = new boolean[g.size()];
+    boolean[] a = new boolean[g.size()];
+    boolean[] p = new boolean[g.size()];
+    for (var op : g.ops()) {
+      u[op.id()] = unchained.contains(op.name());
+      // the model pruner keeps an identity with a control edge in or out (a plan's swap can
+      // be triggered by one): it runs as a kernel of its own
+      a[op.id()] = atOnce.contains(op.name()) && (!IDENTITIES.contains(op.type())
+          || op.controlInputs().isEmpty() && g.controlSuccessors(op.id()).length == 0);
+      p[op.id()] = pinned.contains(op.name());
+    }
+    int[] first = ExecutorOrder.of(g, chain, u, a, p, false);
+    int[] second = ExecutorOrder.of(g, chain, u, a, p, true);
+    return java.util.Arrays.equals(first, second) ? java.util.List.of(first)
+        : java.util.List.of(first, second);
+  }
+
+  /**
+   * Of {@link #orders}, the one the allocator model needs the most for (its smallest budget
+   * with the variables in the graph's order, up to {@code maxMib}).
+   */
+  public int[] worst(DataflowGraph g, long maxMib) {
+    java.util.List<int[]> os = orders(g);
+    int[] worst = os.get(0);
+    if (os.size() > 1) {
+      long a = dev.lms4j.core.memory.BfcReplay.smallestMib(g, os.get(0), maxMib);
+      long b = dev.lms4j.core.memory.BfcReplay.smallestMib(g, os.get(1), maxMib);
+      if (a >= 0 && (b < 0 || b > a)) {
+        worst = os.get(1);
+      }
+    }
+    return worst;
+  }
+}
