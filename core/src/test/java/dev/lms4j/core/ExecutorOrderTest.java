@@ -123,6 +123,22 @@ class ExecutorOrderTest {
         .containsExactly("x", "p", "u", "q");
   }
 
+  /**
+   * Pinned (SerialOrder gives the chain's next op a control edge from it), the filter gradient
+   * runs ahead of the input gradient in the second order too.
+   */
+  @Test
+  void aPinnedOpRunsAheadOfTheChainsNextOpInBothOrders() {
+    DataflowGraph g = backward();
+    int[] chain = Levels.of(g).schedule();
+    for (boolean chainFirst : new boolean[] {false, true}) {
+      int[] order = ExecutorOrder.of(g, chain, marks(g, "id", "f"), marks(g, "id"),
+          marks(g, "f"), chainFirst);
+      assertThat(names(g, order)).as("chain first: " + chainFirst)
+          .containsSubsequence("dy", "f", "i", "z");
+    }
+  }
+
   @Test
   void theChainKeepsItsOrderAndEveryOpRunsOnce() {
     DataflowGraph g = backward();
