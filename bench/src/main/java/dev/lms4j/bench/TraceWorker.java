@@ -2,25 +2,19 @@ package dev.lms4j.bench;
 
 import dev.lms4j.tf.GraphDefs;
 import dev.lms4j.tf.Manifest;
-import dev.lms4j.tf.NativeSwap;
 import dev.lms4j.tf.ScratchTrace;
 import dev.lms4j.tf.SessionConfigs;
-import dev.lms4j.tf.run.SyntheticFeeds;
+import dev.lms4j.tf.run.StepLoop;
 import dev.lms4j.tf.run.WorkerProcess;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
-import org.tensorflow.Graph;
-import org.tensorflow.Result;
-import org.tensorflow.Session;
-import org.tensorflow.Tensor;
-import org.tensorflow.proto.RunOptions;
 
 /**
  * Runs {@code init} and two training steps of a graph in a worker JVM (BFC allocator on, so the
- * step statistics exist), traces step 2 ({@code FULL_TRACE}) and writes its
+ * step statistics exist; {@link StepLoop}, which traces step 2) and writes step 2's
  * {@link ScratchTrace}. Arguments: {@code graph.pb manifest.json out.tsv}.
  */
 public final class TraceWorker {
@@ -56,34 +50,8 @@ public final class TraceWorker {
     try {
       var gd = GraphDefs.read(Path.of(args[0]));
       Manifest m = Manifest.read(Path.of(args[1]));
-      NativeSwap.ensureLoadedFor(gd);
-      try (Graph g = new Graph()) {
-        g.importGraphDef(gd);
-        try (Session s = new Session(g, SessionConfigs.lms())) {
-          if (m.init() != null) {
-            s.runner().addTarget(m.init()).run();
-          }
-          for (int step = 1; step <= 2; step++) {
-            Session.Runner r = s.runner();
-            List<Tensor> feeds = SyntheticFeeds.feed(r, m, 42, step);
-            try {
-              r.fetch(m.loss()).addTarget(m.trainOp());
-              if (step == 2) {
-                r.setOptions(RunOptions.newBuilder()
-                    .setTraceLevel(RunOptions.TraceLevel.FULL_TRACE).build());
-                try (Result res = r.runAndFetchMetadata()) {
-                  ScratchTrace.of(res.getMetadata().orElseThrow().getStepStats())
-                      .write(Path.of(args[2]));
-                }
-              } else {
-                r.run().close();
-              }
-            } finally {
-              feeds.forEach(Tensor::close);
-            }
-          }
-        }
-      }
+      StepLoop.run(gd, m, SessionConfigs.lms(), 2, 42, rec -> { }).stats()
+          .write(Path.of(args[2]));
     } catch (Throwable e) {
       String msg = String.valueOf(e.getMessage());
       int nl = msg.indexOf('\n');

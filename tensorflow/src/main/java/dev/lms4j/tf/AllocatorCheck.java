@@ -117,10 +117,7 @@ final class AllocatorCheck {
         }
         return new Outcome(current, false, 0);
       }
-      long need = 0;
-      for (int[] o : orders) {
-        need = Math.max(need, needBytes(r, o, whole, layouts));
-      }
+      long need = needBytes(r, orders, whole, layouts);
       LOG.info("[LMS][0] Allocator replay: plan {} ({}, simulated peak {} MiB) needs about {} "
           + "MiB of TensorFlow's allocator (whole chunks, regions), more than {} MiB ({}% of the "
           + "{} MiB budget spared)", t, current.needed() ? current.planner() : "no rewrite",
@@ -221,9 +218,15 @@ final class AllocatorCheck {
 
   /** As above, with a step of {@code g} run in {@code steps}'s order. */
   static long needBytes(DataflowGraph g, long budget, boolean layouts, StepOrder steps) {
+    return needBytes(g, steps.orders(g), budget, layouts);
+  }
+
+  /** The largest of the needs of a step of {@code g} in each of {@code orders}, bytes. */
+  private static long needBytes(DataflowGraph g, java.util.List<int[]> orders, long whole,
+      boolean layouts) {
     long need = 0;
-    for (int[] o : steps.orders(g)) {
-      need = Math.max(need, needBytes(g, o, budget, layouts));
+    for (int[] o : orders) {
+      need = Math.max(need, needBytes(g, o, whole, layouts));
     }
     return need;
   }

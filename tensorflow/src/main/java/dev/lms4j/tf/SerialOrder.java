@@ -135,9 +135,9 @@ public final class SerialOrder {
     // the GraphDef's own products: the chain must match them
     DataflowGraph model = GraphImporter.importAsWritten(gd, manifest.feedShapes(), -1,
         "gradients", manifest.runOps());
-    Set<String> unchained = unchained(groups, manifest.runOps());
     Set<String> step = manifest.runOps().isEmpty() ? Set.of()
         : GraphImporter.ancestors(gd, manifest.runOps());
+    Set<String> unchained = unchained(gd, groups.unwritten(), step);
     Set<String> init = manifest.init() == null ? Set.of()
         : GraphImporter.ancestors(gd, Set.of(manifest.init()));
     Map<String, NodeDef.Builder> nodes = new LinkedHashMap<>();
@@ -280,16 +280,20 @@ public final class SerialOrder {
    * @param runOps     what a step runs
    */
   static Set<String> unchained(GraphDef gd, Map<String, long[]> feedShapes, Set<String> runOps) {
-    return unchained(ProductGroups.apply(gd, feedShapes, runOps), runOps);
+    ProductGroups.Result groups = ProductGroups.apply(gd, feedShapes, runOps);
+    GraphDef written = groups.graphDef();
+    return unchained(written, groups.unwritten(),
+        runOps.isEmpty() ? Set.of() : GraphImporter.ancestors(written, runOps));
   }
 
-  /** As above, on a graph with its products written ({@code groups}). */
-  private static Set<String> unchained(ProductGroups.Result groups, Set<String> runOps) {
-    GraphDef gd = groups.graphDef();
+  /**
+   * As above, on {@code gd} with its products written: the trees grappler groups that were not
+   * ({@code unwritten}), and what {@link UnchainedOps} names among the ops of {@code step}.
+   */
+  private static Set<String> unchained(GraphDef gd, Set<String> unwritten, Set<String> step) {
     // the trees grappler groups that were not written are left out of the chain, so grappler
     // still groups them as it does for the graph as given
-    Set<String> unchained = new HashSet<>(groups.unwritten());
-    Set<String> step = runOps.isEmpty() ? Set.of() : GraphImporter.ancestors(gd, runOps);
+    Set<String> unchained = new HashSet<>(unwritten);
     // a control edge on an op TensorFlow fuses keeps it from fusing, which changes its rounding
     unchained.addAll(UnchainedOps.of(gd, step));
     return unchained;

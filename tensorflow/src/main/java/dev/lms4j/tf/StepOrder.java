@@ -16,7 +16,9 @@ import org.tensorflow.proto.GraphDef;
  *
  * <pre>{@code
  * StepOrder o = StepOrder.serial(gd, feedShapes, runOps);
- * BfcReplay.replay(r, o.of(r), budget);
+ * for (int[] order : o.orders(r)) {
+ *   BfcReplay.replay(r, order, budget);
+ * }
  * }</pre>
  *
  * <p>The ops are named: a plan's own ops (swaps, recomputations) are in the chain, as
@@ -81,16 +83,6 @@ public final class StepOrder {
    */
   public Set<String> pinned() {
     return pinned;
-  }
-
-  /**
-   * The order a step of {@code g} runs in.
-   *
-   * @param g the graph's model (or a plan applied to it)
-   * @return every op of {@code g}
-   */
-  public int[] of(DataflowGraph g) {
-    return orders(g).get(0);
   }
 
   /**

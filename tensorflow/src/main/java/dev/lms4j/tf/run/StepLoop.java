@@ -32,18 +32,21 @@ public final class StepLoop {
    *
    * @param peakBytes the highest {@code allocator_bytes_in_use} (-1 when none was reported)
    * @param allocator the allocator that reported it
-   * @param scratch   each op's kernel scratch ({@link ScratchTrace#scratchByOp()}), bytes by
-   *                  op name; empty when the step was not traced
+   * @param stats     the traced step's kernels, in the order they started (null when the step
+   *                  was not traced)
    */
-  public record Trace(long peakBytes, String allocator, Map<String, Long> scratch) {
-    /** Checks and copies. */
-    public Trace {
-      scratch = Map.copyOf(scratch);
+  public record Trace(long peakBytes, String allocator, ScratchTrace stats) {
+    /** A trace without step statistics. */
+    public Trace(long peakBytes, String allocator) {
+      this(peakBytes, allocator, null);
     }
 
-    /** A trace without scratch figures. */
-    public Trace(long peakBytes, String allocator) {
-      this(peakBytes, allocator, Map.of());
+    /**
+     * Each op's kernel scratch ({@link ScratchTrace#scratchByOp()}), bytes by op name; empty
+     * when the step was not traced.
+     */
+    public Map<String, Long> scratch() {
+      return stats == null ? Map.of() : stats.scratchByOp();
     }
   }
 
@@ -109,7 +112,7 @@ public final class StepLoop {
         }
       }
     }
-    return new Trace(peak, alloc, ScratchTrace.of(ss).scratchByOp());
+    return new Trace(peak, alloc, ScratchTrace.of(ss));
   }
 
   /**

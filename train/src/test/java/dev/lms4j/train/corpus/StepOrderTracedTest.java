@@ -10,12 +10,11 @@ import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
-import dev.lms4j.tf.NativeSwap;
 import dev.lms4j.tf.ScratchTrace;
 import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.StepOrder;
 import dev.lms4j.tf.TrainingGraph;
-import dev.lms4j.tf.run.SyntheticFeeds;
+import dev.lms4j.tf.run.StepLoop;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.List;
@@ -24,11 +23,6 @@ import java.util.Set;
 import java.util.TreeMap;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.tensorflow.Graph;
-import org.tensorflow.Result;
-import org.tensorflow.Session;
-import org.tensorflow.Tensor;
-import org.tensorflow.proto.RunOptions;
 
 /**
  * The orders the allocator check replays a rewritten step in ({@link StepOrder}) are the orders
@@ -44,37 +38,8 @@ class StepOrderTracedTest {
 
   /** The kernels of step 2 of {@code lr}'s graph, in the order TensorFlow started them. */
   private static List<String> traced(LmsResult lr, TrainingGraph tg) {
-    var m = tg.manifest();
-    NativeSwap.ensureLoadedFor(lr.graphDef());
-    try (Graph g = new Graph()) {
-      g.importGraphDef(lr.graphDef());
-      try (Session s = new Session(g, SessionConfigs.lms())) {
-        if (m.init() != null) {
-          s.runner().addTarget(m.init()).run();
-        }
-        List<String> out = new ArrayList<>();
-        for (int step = 1; step <= 2; step++) {
-          Session.Runner r = s.runner();
-          List<Tensor> feeds = SyntheticFeeds.feed(r, m, 42, step);
-          try {
-            r.fetch(m.loss()).addTarget(m.trainOp());
-            if (step == 2) {
-              r.setOptions(RunOptions.newBuilder()
-                  .setTraceLevel(RunOptions.TraceLevel.FULL_TRACE).build());
-              try (Result res = r.runAndFetchMetadata()) {
-                ScratchTrace.of(res.getMetadata().orElseThrow().getStepStats()).nodes()
-                    .forEach(n -> out.add(n.name()));
-              }
-            } else {
-              r.run().close();
-            }
-          } finally {
-            feeds.forEach(Tensor::close);
-          }
-        }
-        return out;
-      }
-    }
+    return StepLoop.run(lr.graphDef(), tg.manifest(), SessionConfigs.lms(), 2, 42, r -> { })
+        .stats().nodes().stream().map(ScratchTrace.Node::name).toList();
   }
 
   /** {@code order}'s ops that ran as kernels of their own in {@code ran}, in {@code order}. */
