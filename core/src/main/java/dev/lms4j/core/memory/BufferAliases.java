@@ -68,6 +68,13 @@ public final class BufferAliases {
       "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad");
 
   /**
+   * Ops TensorFlow registers as commutative among those that reuse an input: grappler sorts
+   * their inputs by name ({@code CanonicalizeNode}) before the step runs.
+   */
+  private static final Set<String> COMMUTATIVE = Set.of("Add", "AddV2", "Mul", "Maximum",
+      "Minimum", "SquaredDifference", "AddN");
+
+  /**
    * Kernels that may take over input 0's buffer for output 0 besides the element-wise ones:
    * softmax ({@code forward_input_or_allocate_output} on the logits) and the max-pool gradient
    * (on the pooled op's input, which has the output's shape), seen reusing in traced steps.
@@ -92,6 +99,37 @@ public final class BufferAliases {
    * {@code SoftmaxCrossEntropyWithLogits} writes its gradient (output 1) into the logits. Ops are
    * known by type, so lms4j's clones of recomputed ops reuse as their originals do, and its swap
    * ops never.
+   */
+  public static int[] inPlaceCandidates(DataflowGraph g, Op op, int output) {
+    int[] c = inPlaceCandidates(op, output);
+    if (c.length < 2 || !COMMUTATIVE.contains(op.type())) {
+      return c;
+    }
+    // grappler's canonicalization sorts a commutative op's inputs by name before it runs (traced:
+    // a ResNet's Add(bn3/norm, shortcut) ran as Add(shortcut, bn3/norm) and took the shortcut's
+    // buffer), so the kernel tries them in that order
+    Integer[] sorted = new Integer[c.length];
+    for (int k = 0; k < c.length; k++) {
+      sorted[k] = c[k];
+    }
+    java.util.Arrays.sort(sorted, java.util.Comparator.comparing(
+        (Integer k) -> inputName(g, op.inputs().get(k))));
+    int[] out = new int[c.length];
+    for (int k = 0; k < c.length; k++) {
+      out[k] = sorted[k];
+    }
+    return out;
+  }
+
+  /** An input as a {@code NodeDef} names it: the op, and {@code :k} for an output k > 0. */
+  private static String inputName(DataflowGraph g, TensorId t) {
+    String name = g.op(t.op()).name();
+    return t.output() == 0 ? name : name + ":" + t.output();
+  }
+
+  /**
+   * As {@link #inPlaceCandidates(DataflowGraph, Op, int)}, in the op's own input order (what
+   * the kernel tries where grappler does not sort the inputs).
    */
   public static int[] inPlaceCandidates(Op op, int output) {
     if (output >= op.outputs().size()) {
@@ -226,7 +264,7 @@ public final class BufferAliases {
         owner[t] = first[o.op()] + o.output();
         reads[t] = pinned || out.persistent() ? InPlaceReuse.RESIDENT
             : owner[t] != t ? InPlaceReuse.ALIAS : 0;
-        cand[v][i] = inPlaceCandidates(op, i);
+        cand[v][i] = inPlaceCandidates(g, op, i);
       }
       shapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
       in[v] = new int[op.inputs().size()];

@@ -136,7 +136,7 @@ final class BufferRefs {
   private boolean forward(Op op, int i) {
     int v = op.id();
     Tensor out = op.output(i);
-    for (int k : BufferAliases.inPlaceCandidates(op, i)) {
+    for (int k : BufferAliases.inPlaceCandidates(g, op, i)) {
       TensorId o = buffer(op.inputs().get(k));
       if (refs[o.op()][o.output()] != 1) {
         continue; // resident, or read later by another op, or twice by this one
