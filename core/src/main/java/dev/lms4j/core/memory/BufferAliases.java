@@ -164,6 +164,8 @@ public final class BufferAliases {
   private static final int[] EITHER = {0, 1};
   /** The key of {@link #owners} among a graph's derived values. */
   private static final Object OWNERS = new Object();
+  /** The key of {@link #ownersAsRun} among a graph's derived values. */
+  private static final Object OWNERS_AS_RUN = new Object();
 
   /**
    * The input of {@code op} whose buffer its output {@code output} shares, or null when the
@@ -228,10 +230,21 @@ public final class BufferAliases {
    * graph ({@link DataflowGraph#derived}) and shared: callers must not modify it.
    */
   public static TensorId[][] owners(DataflowGraph g) {
-    return g.derived(OWNERS, BufferAliases::computeOwners);
+    return g.derived(OWNERS, x -> computeOwners(x, false));
   }
 
-  private static TensorId[][] computeOwners(DataflowGraph g) {
+  /**
+   * As {@link #owners}, for a replay that decides the order-dependent reuse as the step runs
+   * ({@link BufferRefs#forward}): an op does not take a later input over ahead of time where its
+   * kernel tries an earlier one first that other ops read too, since whether the earlier one is
+   * free to take depends on the order ({@link InPlaceReuse#apply(InPlaceReuse.Step, int[],
+   * int[], int[], boolean)}).
+   */
+  static TensorId[][] ownersAsRun(DataflowGraph g) {
+    return g.derived(OWNERS_AS_RUN, x -> computeOwners(x, true));
+  }
+
+  private static TensorId[][] computeOwners(DataflowGraph g, boolean asRun) {
     TensorId[][] fwd = forwardingOwners(g);
     if (!g.inPlaceReuse()) {
       return fwd;
@@ -283,7 +296,7 @@ public final class BufferAliases {
       }
     }
     InPlaceReuse.Step step = new InPlaceReuse.Step(in, first, cand, shapeOnly, bytes, dtype);
-    if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads) == 0) {
+    if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads, asRun) == 0) {
       return fwd;
     }
     TensorId[][] out = new TensorId[n][];

@@ -48,7 +48,7 @@ final class BufferRefs {
   private BufferRefs(DataflowGraph g, boolean inPlace, boolean[] held) {
     this.g = g;
     this.inPlace = inPlace;
-    this.owner = BufferAliases.owners(g);
+    this.owner = inPlace ? BufferAliases.ownersAsRun(g) : BufferAliases.owners(g);
     this.refs = new int[g.size()][];
     this.reused = new TensorId[g.size()][];
     for (Op op : g.ops()) {

@@ -15,7 +15,8 @@ import org.junit.jupiter.api.Test;
  * op's inputs by name before the step runs ({@code CanonicalizeNode}), so the kernel tries them
  * in that order. Traced on the quick suite's ResNet-50: {@code Add(stage1/block2/bn3/norm,
  * stage1/block1/out)}, as the graph writes it, ran as {@code Add(stage1/block1/out,
- * stage1/block2/bn3/norm)} (every block's residual add of the trace had its inputs in name order).
+ * stage1/block2/bn3/norm)} (every block's residual add of the trace had its inputs in name order),
+ * took the shortcut's buffer, whose other readers had run, and freed the batch norm's.
  */
 class CommutativeInputsTest {
   private static final long KIB = 1 << 10;
@@ -59,6 +60,39 @@ class CommutativeInputsTest {
     // not commutative: input 0 as written
     DataflowGraph sub = pair("Sub");
     assertThat(freedWhenAddIsDone(sub)).containsExactly("a/right");
+  }
+
+  /**
+   * As a ResNet's residual add: "z/bn" is read by add alone, "a/short" by "reader" too, which
+   * runs first. Add tries a/short first (name order) and, its other reader done, takes it; the
+   * batch norm's buffer is freed. Taking z/bn ahead of time (its only reader) would free
+   * a/short's instead, a chunk elsewhere.
+   */
+  @Test
+  void theReplayTakesTheFirstInputWhoseOtherReadersHaveRun() {
+    DataflowGraph g = residual("z/bn", "a/short");
+    // the planners' simulator takes the only reader's buffer ahead of time, whatever the order
+    assertThat(BufferAliases.owners(g)[g.opOrThrow("add").id()][0].op())
+        .isEqualTo(g.opOrThrow("z/bn").id());
+    assertThat(freedWhenAddIsDone(g)).containsExactly("z/bn");
+    // named the other way round, the batch norm's input is tried first and taken
+    assertThat(freedWhenAddIsDone(residual("a/bn", "z/short"))).containsExactly("z/short");
+  }
+
+  /**
+   * x (feed); {@code bn} and {@code shortcut} (8 KiB each) made from it; the shortcut also read
+   * by "reader", which add waits for; add = AddV2(bn, shortcut); a mean of add and reader.
+   */
+  private static DataflowGraph residual(String bn, String shortcut) {
+    return DataflowGraph.builder().inPlaceReuse(true)
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KIB))
+        .op(shortcut, "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(8 * KIB))
+        .op(bn, "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(8 * KIB))
+        .op("reader", "MatMul", OpCategory.FORWARD, List.of(shortcut), Tensor.ofBytes(KIB))
+        .op("add", "AddV2", OpCategory.FORWARD, List.of(bn, shortcut, "^reader"),
+            Tensor.ofBytes(8 * KIB))
+        .op("mean", "Mean", OpCategory.FORWARD, List.of("add", "reader"), Tensor.ofBytes(4))
+        .build();
   }
 
   /** The buffers freed when add is done, replayed in op order as {@link BfcReplay} runs a step. */
