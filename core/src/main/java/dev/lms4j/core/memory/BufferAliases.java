@@ -68,13 +68,6 @@ public final class BufferAliases {
       "TanhGrad", "SigmoidGrad", "RsqrtGrad", "SqrtGrad", "ReciprocalGrad");
 
   /**
-   * Ops TensorFlow registers as commutative among those that reuse an input: grappler sorts
-   * their inputs by name ({@code CanonicalizeNode}) before the step runs.
-   */
-  private static final Set<String> COMMUTATIVE = Set.of("Add", "AddV2", "Mul", "Maximum",
-      "Minimum", "SquaredDifference", "AddN");
-
-  /**
    * Kernels that may take over input 0's buffer for output 0 besides the element-wise ones:
    * softmax ({@code forward_input_or_allocate_output} on the logits) and the max-pool gradient
    * (on the pooled op's input, which has the output's shape), seen reusing in traced steps.
@@ -99,37 +92,6 @@ public final class BufferAliases {
    * {@code SoftmaxCrossEntropyWithLogits} writes its gradient (output 1) into the logits. Ops are
    * known by type, so lms4j's clones of recomputed ops reuse as their originals do, and its swap
    * ops never.
-   */
-  public static int[] inPlaceCandidates(DataflowGraph g, Op op, int output) {
-    int[] c = inPlaceCandidates(op, output);
-    if (c.length < 2 || !COMMUTATIVE.contains(op.type())) {
-      return c;
-    }
-    // grappler's canonicalization sorts a commutative op's inputs by name before it runs (traced:
-    // a ResNet's Add(bn3/norm, shortcut) ran as Add(shortcut, bn3/norm) and took the shortcut's
-    // buffer), so the kernel tries them in that order
-    Integer[] sorted = new Integer[c.length];
-    for (int k = 0; k < c.length; k++) {
-      sorted[k] = c[k];
-    }
-    java.util.Arrays.sort(sorted, java.util.Comparator.comparing(
-        (Integer k) -> inputName(g, op.inputs().get(k))));
-    int[] out = new int[c.length];
-    for (int k = 0; k < c.length; k++) {
-      out[k] = sorted[k];
-    }
-    return out;
-  }
-
-  /** An input as a {@code NodeDef} names it: the op, and {@code :k} for an output k > 0. */
-  private static String inputName(DataflowGraph g, TensorId t) {
-    String name = g.op(t.op()).name();
-    return t.output() == 0 ? name : name + ":" + t.output();
-  }
-
-  /**
-   * As {@link #inPlaceCandidates(DataflowGraph, Op, int)}, in the op's own input order (what
-   * the kernel tries where grappler does not sort the inputs).
    */
   public static int[] inPlaceCandidates(Op op, int output) {
     if (output >= op.outputs().size()) {
@@ -164,8 +126,6 @@ public final class BufferAliases {
   private static final int[] EITHER = {0, 1};
   /** The key of {@link #owners} among a graph's derived values. */
   private static final Object OWNERS = new Object();
-  /** The key of {@link #ownersAsRun} among a graph's derived values. */
-  private static final Object OWNERS_AS_RUN = new Object();
 
   /**
    * The input of {@code op} whose buffer its output {@code output} shares, or null when the
@@ -230,21 +190,10 @@ public final class BufferAliases {
    * graph ({@link DataflowGraph#derived}) and shared: callers must not modify it.
    */
   public static TensorId[][] owners(DataflowGraph g) {
-    return g.derived(OWNERS, x -> computeOwners(x, false));
+    return g.derived(OWNERS, BufferAliases::computeOwners);
   }
 
-  /**
-   * As {@link #owners}, for a replay that decides the order-dependent reuse as the step runs
-   * ({@link BufferRefs#forward}): an op does not take a later input over ahead of time where its
-   * kernel tries an earlier one first that other ops read too, since whether the earlier one is
-   * free to take depends on the order ({@link InPlaceReuse#apply(InPlaceReuse.Step, int[],
-   * int[], int[], boolean)}).
-   */
-  static TensorId[][] ownersAsRun(DataflowGraph g) {
-    return g.derived(OWNERS_AS_RUN, x -> computeOwners(x, true));
-  }
-
-  private static TensorId[][] computeOwners(DataflowGraph g, boolean asRun) {
+  private static TensorId[][] computeOwners(DataflowGraph g) {
     TensorId[][] fwd = forwardingOwners(g);
     if (!g.inPlaceReuse()) {
       return fwd;
@@ -277,7 +226,7 @@ public final class BufferAliases {
         owner[t] = first[o.op()] + o.output();
         reads[t] = pinned || out.persistent() ? InPlaceReuse.RESIDENT
             : owner[t] != t ? InPlaceReuse.ALIAS : 0;
-        cand[v][i] = inPlaceCandidates(g, op, i);
+        cand[v][i] = inPlaceCandidates(op, i);
       }
       shapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
       in[v] = new int[op.inputs().size()];
@@ -296,7 +245,7 @@ public final class BufferAliases {
       }
     }
     InPlaceReuse.Step step = new InPlaceReuse.Step(in, first, cand, shapeOnly, bytes, dtype);
-    if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads, asRun) == 0) {
+    if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads) == 0) {
       return fwd;
     }
     TensorId[][] out = new TensorId[n][];

@@ -48,7 +48,7 @@ final class BufferRefs {
   private BufferRefs(DataflowGraph g, boolean inPlace, boolean[] held) {
     this.g = g;
     this.inPlace = inPlace;
-    this.owner = inPlace ? BufferAliases.ownersAsRun(g) : BufferAliases.owners(g);
+    this.owner = BufferAliases.owners(g);
     this.refs = new int[g.size()][];
     this.reused = new TensorId[g.size()][];
     for (Op op : g.ops()) {
@@ -136,7 +136,7 @@ final class BufferRefs {
   private boolean forward(Op op, int i) {
     int v = op.id();
     Tensor out = op.output(i);
-    for (int k : BufferAliases.inPlaceCandidates(g, op, i)) {
+    for (int k : BufferAliases.inPlaceCandidates(op, i)) {
       TensorId o = buffer(op.inputs().get(k));
       if (refs[o.op()][o.output()] != 1) {
         continue; // resident, or read later by another op, or twice by this one

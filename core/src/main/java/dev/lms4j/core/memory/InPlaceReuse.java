@@ -50,19 +50,6 @@ public final class InPlaceReuse {
    * @return the number of outputs that took a buffer over
    */
   public static int apply(Step s, int[] order, int[] owner, int[] reads) {
-    return apply(s, order, owner, reads, false);
-  }
-
-  /**
-   * As above; with {@code earlierFirst}, an output does not take over a later candidate input
-   * where an earlier one is a buffer of its size and type that other ops read too: the kernel
-   * tries the earlier one first, and whether its reference count is one when the op runs depends
-   * on the order (traced on ResNet-50's residual adds, {@code Add(shortcut, bn3/norm)} once
-   * grappler sorted their inputs: TensorFlow took the shortcut's buffer, whose other readers had
-   * run, and freed the batch norm's, which is read by the add alone). The replay decides such an
-   * op as it runs ({@link BufferRefs#forward}).
-   */
-  public static int apply(Step s, int[] order, int[] owner, int[] reads, boolean earlierFirst) {
     int[] pending = reads.clone();
     int taken = 0;
     for (int v : order) {
@@ -78,7 +65,7 @@ public final class InPlaceReuse {
             continue;
           }
           int o = find(owner, in[k]);
-          if (reads[o] < 0 || s.bytes()[o] != s.bytes()[t]
+          if (reads[o] < 0 || pending[o] != 1 || s.bytes()[o] != s.bytes()[t]
               || !s.dtype()[o].equals(s.dtype()[t])) {
             continue;
           }
@@ -89,12 +76,6 @@ public final class InPlaceReuse {
             }
           }
           if (n != 1) {
-            continue;
-          }
-          if (pending[o] != 1) {
-            if (earlierFirst) {
-              break; // taken at run time where the op is its last reader, else the next one
-            }
             continue;
           }
           owner[t] = o;

@@ -78,7 +78,7 @@ public final class PlanSimulator {
       baseIn[v] = in;
       baseCandidates[v] = new int[op.outputs().size()][];
       for (int i = 0; i < op.outputs().size(); i++) {
-        baseCandidates[v][i] = BufferAliases.inPlaceCandidates(g, op, i);
+        baseCandidates[v][i] = BufferAliases.inPlaceCandidates(op, i);
       }
       baseCtl[v] = op.controlInputs().stream().mapToInt(Integer::intValue).toArray();
       baseShapeOnly[v] = OpTypes.SHAPE_ONLY.contains(op.type());
