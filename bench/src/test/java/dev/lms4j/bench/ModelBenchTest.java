@@ -66,8 +66,13 @@ class ModelBenchTest {
     model.path("capacity").path("methods").forEach(r -> cap.put(r.path("method").asText(),
         r.path("largest_batch").asInt()));
     int phys = model.path("capacity").path("physical_limit_batch").asInt();
-    assertThat(cap.get("none")).isGreaterThanOrEqualTo(model.path("batch").asInt());
-    assertThat(cap.get("tflms")).isGreaterThan(cap.get("none")).isLessThanOrEqualTo(phys);
+    // no LMS trains its own batch at that budget (its smallest + 5%) in most runs, but
+    // TensorFlow's own smallest budget varies between processes by more than the margin now and
+    // then (a fresh-clone CI, 2026-12-05: no LMS found no batch there), so what is checked is that
+    // tflms trains a larger batch than the base one and than no LMS, within the physical limit
+    assertThat(cap.get("none")).isLessThanOrEqualTo(phys);
+    assertThat(cap.get("tflms")).isGreaterThan(Math.max(cap.get("none"),
+        model.path("batch").asInt())).isLessThanOrEqualTo(phys);
 
     JsonNode planning = root.path("planning");
     // the smoke suite plans one 200-layer chain (5 ops a layer plus 4; the benchmark's
