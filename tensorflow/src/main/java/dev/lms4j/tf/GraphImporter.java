@@ -115,6 +115,7 @@ public final class GraphImporter {
         batchSize = inferBatch(g, shaped);
       }
       ResourceVariables resources = ResourceVariables.of(shaped, keep);
+      java.util.Set<String> afterUpdates = afterUpdates(shaped, keep, prefix);
       for (NodeDef n : shaped.getNodeList()) {
         if (keep != null && !keep.contains(n.getName())) {
           continue;
@@ -130,8 +131,8 @@ public final class GraphImporter {
           Tensor host = outs.get(0);
           outs.set(0, new Tensor(host.dtype(), host.shape(), 0, false));
         }
-        b.op(n.getName(), modelType(n.getOp()), category(n, prefix), n.getDevice(),
-            n.getInputList(), outs);
+        b.op(n.getName(), modelType(n.getOp()), afterUpdates.contains(n.getName())
+            ? OpCategory.OPTIMIZER : category(n, prefix), n.getDevice(), n.getInputList(), outs);
       }
       // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of
       // the filter gradient's inputs are there, so the model orders it after that op (a plan
@@ -236,6 +237,43 @@ public final class GraphImporter {
       }
     }
     return batch < 0 ? 1 : batch;
+  }
+
+  /**
+   * The ops of the step (of {@code keep}, all when null) that run after a variable update: those
+   * a data or control edge orders after an op of category {@link OpCategory#OPTIMIZER}. They
+   * are not of the forward pass whatever their scope: an exponential moving average of the
+   * weights ({@code shadow -= (shadow - w) * 0.01} under the optimizer's control dependencies)
+   * reads each weight after its update, and a clone of it (which a recompute planner would
+   * order before the update, as it does a forward read of the weight) would read the value
+   * before it. Measured on the corpus cnn-recipe: the grappler-style recompute planner picked
+   * such a {@code Sub} and {@code Mul}, and the clone's edge to the update and the update's to
+   * the clone made a cycle.
+   */
+  static java.util.Set<String> afterUpdates(GraphDef gd, java.util.Set<String> keep,
+      String backwardPrefix) {
+    Map<String, List<String>> consumers = new java.util.HashMap<>();
+    java.util.ArrayDeque<String> todo = new java.util.ArrayDeque<>();
+    for (NodeDef n : gd.getNodeList()) {
+      if (keep != null && !keep.contains(n.getName())) {
+        continue;
+      }
+      for (String in : n.getInputList()) {
+        consumers.computeIfAbsent(opName(in), k -> new ArrayList<>()).add(n.getName());
+      }
+      if (category(n, backwardPrefix) == OpCategory.OPTIMIZER) {
+        todo.add(n.getName());
+      }
+    }
+    java.util.Set<String> after = new java.util.HashSet<>();
+    while (!todo.isEmpty()) {
+      for (String c : consumers.getOrDefault(todo.poll(), List.of())) {
+        if (after.add(c)) {
+          todo.add(c);
+        }
+      }
+    }
+    return after;
   }
 
   /** The category of a node: gradient ops by scope, variable updates by type. */

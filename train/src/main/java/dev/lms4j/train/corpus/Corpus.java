@@ -78,6 +78,11 @@ public final class Corpus {
     MLP_DROPOUT("mlp-dropout", "MLP with dropout after every hidden layer (seeded "
         + "RandomUniform in the step), gradients clipped by global norm (every gradient alive "
         + "until the norm), tensorflow-framework Adam via computeGradients/applyGradients"),
+    /** A CNN with the state a full training recipe updates in the step. */
+    CNN_RECIPE("cnn-recipe", "ResNet-style CNN with a full training recipe: batch-norm moving "
+        + "mean/variance updated in the step (AssignSub), L2 weight decay, a learning rate "
+        + "decayed from a global step (AssignAdd), momentum, an exponential moving average of "
+        + "the weights after the updates; ref variables"),
     /** A sparse embedding model whose initialiser needs more memory than a step. */
     INIT_HEAVY("init-heavy", "sparse embedding model whose table's initialiser holds three "
         + "table-sized temporaries: initialisation needs more memory than a training step");
@@ -140,6 +145,7 @@ public final class Corpus {
             small, seed);
         case MOBILENET -> ConvFamilies.mobilenet(small, seed);
         case MLP_DROPOUT -> RegularizedFamilies.mlpDropout(small, seed);
+        case CNN_RECIPE -> RegularizedFamilies.cnnRecipe(small, seed);
         case INIT_HEAVY -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.INIT_HEAVY, small,
             seed);
       };

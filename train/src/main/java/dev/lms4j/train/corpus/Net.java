@@ -178,10 +178,16 @@ final class Net implements AutoCloseable {
   }
 
   /** One update op per parameter from gradients computed already ({@code grads[from + i]}). */
-  @SuppressWarnings("unchecked")
   List<Op> updates(List<Param> which, Output<?>[] grads, int from, Update rule, float lr) {
+    return updates(which, grads, from, rule,
+        tf.withSubScope("train").withName("learning_rate_" + from).constant(lr));
+  }
+
+  /** As above, at a learning rate computed in the graph (a schedule). */
+  @SuppressWarnings("unchecked")
+  List<Op> updates(List<Param> which, Output<?>[] grads, int from, Update rule,
+      Operand<TFloat32> rate) {
     Ops train = tf.withSubScope("train");
-    Operand<TFloat32> rate = train.withName("learning_rate_" + from).constant(lr);
     Operand<TFloat32> momentum = rule == Update.MOMENTUM
         ? train.withName("momentum_" + from).constant(0.9f) : null;
     List<Op> ups = new ArrayList<>();

@@ -8,14 +8,19 @@ import org.tensorflow.Output;
 import org.tensorflow.framework.optimizers.Adam;
 import org.tensorflow.framework.optimizers.Optimizer.GradAndVar;
 import org.tensorflow.ndarray.Shape;
+import org.tensorflow.op.Op;
 import org.tensorflow.op.Ops;
+import org.tensorflow.op.core.Variable;
+import org.tensorflow.op.nn.FusedBatchNorm;
 import org.tensorflow.op.random.RandomUniform;
 import org.tensorflow.types.TFloat32;
+import org.tensorflow.types.TInt64;
 
 /**
- * Families with the regularisers users add to a training graph: dropout in the step (a random op
- * the backward pass depends on) and gradient clipping by global norm (an update that waits for
- * every gradient).
+ * Families with the regularisers and bookkeeping users add to a training graph: dropout in the
+ * step (a random op the backward pass depends on), gradient clipping by global norm (an update
+ * that waits for every gradient), and a whole training recipe of state updated in the step
+ * (batch-norm moving statistics, a global step, a moving average of the weights).
  */
 final class RegularizedFamilies {
   private RegularizedFamilies() {}
@@ -77,5 +82,120 @@ final class RegularizedFamilies {
       adam.applyGradients(clipped, "train_op");
       return n.finishInitOnly();
     }
+  }
+
+  /**
+   * A ResNet-style CNN trained with the recipe of TensorFlow's own image models: batch norm in
+   * training mode whose moving mean and variance are updated in the step ({@code AssignSub} on
+   * non-trainable variables from the batch statistics, the {@code UPDATE_OPS} the train op waits
+   * for), L2 weight decay on every kernel added to the loss, a learning rate decayed from a
+   * global step ({@code lr = 0.05 * 0.96^(step / 100)}), momentum updates at that rate, then the
+   * global step incremented ({@code AssignAdd}) and an exponential moving average of every weight
+   * (decay 0.99, shadow variables) updated after the weights, as {@code optimizer.minimize(...,
+   * global_step)} and {@code ExponentialMovingAverage.apply} under the optimizer's control
+   * dependencies build it. Stateful ops in the forward pass and after the updates: none may run
+   * twice or move before what it reads.
+   */
+  static TrainingGraph cnnRecipe(boolean small, long seed) {
+    int batch = small ? 4 : 16;
+    int side = small ? 16 : 32;
+    int width = small ? 8 : 32;
+    int blocks = small ? 2 : 4;
+    try (Net n = new Net(Net.Vars.REF, seed)) {
+      Ops tf = n.tf;
+      Operand<TFloat32> x = n.input("x", Shape.of(batch, side, side, 3), "normal");
+      Operand<TFloat32> labels = n.input("labels", Shape.of(batch, 10), "onehot");
+      List<Op> stateUpdates = new ArrayList<>();
+      List<Operand<TFloat32>> kernels = new ArrayList<>();
+      Operand<TFloat32> h = tf.nn.relu(recipeBatchNorm(n, "stem_bn",
+          recipeConv(n, "stem", x, 3, width, kernels), width, stateUpdates));
+      for (int b = 0; b < blocks; b++) {
+        String p = "block" + b;
+        Operand<TFloat32> r = tf.nn.relu(recipeBatchNorm(n, p + "_bn1",
+            recipeConv(n, p + "_conv1", h, width, width, kernels), width, stateUpdates));
+        r = recipeBatchNorm(n, p + "_bn2", recipeConv(n, p + "_conv2", r, width, width, kernels),
+            width, stateUpdates);
+        h = tf.nn.relu(tf.math.add(h, r));
+      }
+      Operand<TFloat32> pooled = tf.math.mean(h, tf.constant(new int[] {1, 2}));
+      Operand<TFloat32> logits = n.dense(pooled, "logits", width, 10);
+      Operand<TFloat32> xent = tf.withName("xent").math.mean(
+          tf.nn.softmaxCrossEntropyWithLogits(logits, labels).loss(), tf.constant(new int[] {0}));
+      Ops wd = tf.withSubScope("weight_decay");
+      List<Operand<TFloat32>> l2 = new ArrayList<>();
+      for (Operand<TFloat32> k : kernels) {
+        l2.add(wd.nn.l2Loss(k));
+      }
+      Operand<TFloat32> loss = tf.withName("loss").math.add(xent,
+          wd.math.mul(wd.math.addN(l2), wd.constant(1e-4f)));
+
+      Ops sched = tf.withSubScope("schedule");
+      Variable<TInt64> step = sched.withName("global_step").variable(Shape.scalar(),
+          TInt64.class);
+      n.initOp(sched.withName("global_step_assign").assign(step, sched.constant(0L)));
+      Operand<TFloat32> rate = sched.withName("learning_rate").math.mul(sched.constant(0.05f),
+          sched.math.pow(sched.constant(0.96f), sched.math.div(
+              sched.dtypes.cast(step, TFloat32.class), sched.constant(100f))));
+
+      List<Operand<?>> values = new ArrayList<>();
+      for (Net.Param p : n.params()) {
+        values.add(p.value());
+      }
+      List<Net.Param> trained = new ArrayList<>(n.params());
+      List<Op> updates = n.updates(trained, n.gradients(loss, values), 0, Net.Update.MOMENTUM,
+          rate);
+      Ops after = tf.withControlDependencies(updates);
+      List<Op> last = new ArrayList<>(stateUpdates);
+      last.add(after.withSubScope("schedule").withName("increment").assignAdd(step, after.constant(1L)));
+      // the shadows and their initialisers outside the updates' control dependencies (init
+      // must not run a step), their updates inside them
+      Ops shadows = tf.withSubScope("ema");
+      Ops ema = after.withSubScope("ema");
+      for (Net.Param p : trained) {
+        @SuppressWarnings("unchecked")
+        Variable<TFloat32> v = (Variable<TFloat32>) p.handle();
+        Variable<TFloat32> shadow = shadows.withName(p.name() + "_shadow").variable(p.shape(),
+            TFloat32.class);
+        n.initOp(shadows.withName(p.name() + "_shadow_assign").assign(shadow, shadows.fill(
+            shadows.constant(p.shape().asArray()), shadows.constant(0f))));
+        last.add(ema.withName(p.name() + "_shadow_update").assignSub(shadow,
+            ema.math.mul(ema.math.sub(shadow, v), ema.constant(0.01f))));
+      }
+      return n.finish(last);
+    }
+  }
+
+  /** A 3x3 convolution without bias (batch norm follows); its kernel joins {@code kernels}. */
+  private static Operand<TFloat32> recipeConv(Net n, String name, Operand<TFloat32> in, int cin,
+      int cout, List<Operand<TFloat32>> kernels) {
+    Net.Param w = n.he(name + "_w", Shape.of(3, 3, cin, cout), 9L * cin);
+    kernels.add(w.value());
+    return n.tf.nn.conv2d(in, w.value(), List.of(1L, 1L, 1L, 1L), "SAME");
+  }
+
+  /**
+   * {@code FusedBatchNormV3} in training mode, and the updates of its moving mean and variance
+   * ({@code moving -= (moving - batch) * 0.01}) added to {@code stateUpdates}.
+   */
+  private static Operand<TFloat32> recipeBatchNorm(Net n, String name, Operand<TFloat32> in,
+      int c, List<Op> stateUpdates) {
+    Ops tf = n.tf;
+    Net.Param scale = n.filled(name + "_scale", Shape.of(c), 1f);
+    Net.Param offset = n.filled(name + "_offset", Shape.of(c), 0f);
+    Operand<TFloat32> empty = tf.constant(new float[0]);
+    FusedBatchNorm<TFloat32, TFloat32> bn = tf.nn.fusedBatchNorm(in, scale.value(),
+        offset.value(), empty, empty, FusedBatchNorm.isTraining(true));
+    Ops m = tf.withSubScope(name + "_moving");
+    Operand<TFloat32>[] batchStats = List.of(bn.batchMean(), bn.batchVariance())
+        .toArray(new Operand[0]);
+    String[] kind = {"mean", "variance"};
+    for (int i = 0; i < 2; i++) {
+      Variable<TFloat32> moving = m.withName(kind[i]).variable(Shape.of(c), TFloat32.class);
+      n.initOp(m.withName(kind[i] + "_assign").assign(moving, m.fill(m.constant(new long[] {c}),
+          m.constant(i == 0 ? 0f : 1f))));
+      stateUpdates.add(m.withName(kind[i] + "_update").assignSub(moving,
+          m.math.mul(m.math.sub(moving, batchStats[i]), m.constant(0.01f))));
+    }
+    return bn.y();
   }
 }

@@ -60,6 +60,32 @@ class CorpusTest {
     assertThat(g.persistentBytes()).isEqualTo(36_496);
   }
 
+  /**
+   * What runs after the weight updates (the moving average of the weights, the global step's
+   * increment) is not of the forward pass, whatever its scope: no planner may clone it before
+   * the updates. The moving statistics of batch norm are updates of their own; the convolutions
+   * and the learning rate schedule (read by the updates) stay in the forward pass.
+   */
+  @Test
+  void opsAfterTheUpdatesAreNotForward() {
+    TrainingGraph tg = Corpus.Family.CNN_RECIPE.build(Corpus.Size.SMALL, 7);
+    DataflowGraph g = GraphImporter.importGraph(tg.graphDef(), tg.manifest().feedShapes(), -1,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
+    List<Op> ema = g.ops().stream().filter(o -> o.name().startsWith("ema_1/")).toList();
+    assertThat(ema).extracting(Op::type).contains("Sub", "Mul", "AssignSub");
+    assertThat(ema).allSatisfy(o -> assertThat(o.category()).as(o.name())
+        .isEqualTo(dev.lms4j.core.graph.OpCategory.OPTIMIZER));
+    assertThat(g.opOrThrow("schedule_1/increment").category())
+        .isEqualTo(dev.lms4j.core.graph.OpCategory.OPTIMIZER);
+    assertThat(g.opOrThrow("stem_bn_moving/mean_update").category())
+        .isEqualTo(dev.lms4j.core.graph.OpCategory.OPTIMIZER);
+    assertThat(g.ops().stream().filter(o -> o.type().equals("Conv2D")))
+        .isNotEmpty().allSatisfy(o -> assertThat(o.category())
+            .isEqualTo(dev.lms4j.core.graph.OpCategory.FORWARD));
+    assertThat(g.opOrThrow("schedule/learning_rate").category())
+        .isEqualTo(dev.lms4j.core.graph.OpCategory.FORWARD);
+  }
+
   @Test
   void unknownFamilyNamesTheKnownOnes() {
     assertThat(Corpus.getOrThrow("LSTM")).isEqualTo(Corpus.Family.LSTM);
@@ -92,6 +118,8 @@ class CorpusTest {
       case MOBILENET -> Set.of("DepthwiseConv2dNative", "DepthwiseConv2dNativeBackpropFilter",
           "Relu6", "Relu6Grad", "FusedBatchNormV3", "ApplyRMSProp");
       case MLP_DROPOUT -> Set.of("RandomUniform", "L2Loss", "Maximum", "ApplyAdam");
+      case CNN_RECIPE -> Set.of("FusedBatchNormV3", "AssignSub", "AssignAdd", "L2Loss", "Pow",
+          "ApplyMomentum");
     };
   }
 }
