@@ -282,4 +282,33 @@ class BfcReplayTest {
     b.op("update", "AddN", OpCategory.OPTIMIZER, end, Tensor.ofBytes(0));
     return b.build();
   }
+  /**
+   * A kernel that asks for its scratch in several chunks gets each placed on its own: a float16
+   * product of two 2 MiB variables asks for three 4 MiB float32 copies
+   * ({@code ScratchEstimates#estimateChunks}). Regions 2 (x), 4 (w, then y in its other half),
+   * 8 (two copies); the third copy needs a region of its own, and under 17 MiB only 3 MiB are
+   * left: the request that fails is one 4 MiB copy, not 12 MiB of scratch in one piece.
+   */
+  @Test
+  void scratchAskedForInSeveralChunksIsPlacedChunkByChunk() {
+    long[] shape = {1024, 1024};
+    DataflowGraph g = DataflowGraph.builder()
+        .op("x", "VariableV2", OpCategory.FORWARD, List.of(),
+            new Tensor("float16", shape, 2 * MIB, true))
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(),
+            new Tensor("float16", shape, 2 * MIB, true))
+        .op("y", "MatMul", OpCategory.FORWARD, List.of("x", "w"),
+            new Tensor("float16", shape, 2 * MIB, false))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    assertThat(g.scratchBytes(g.opOrThrow("y").id())).isEqualTo(12 * MIB);
+    BfcReplay.Result no = BfcReplay.replay(g, order, 17 * MIB);
+    assertThat(no.fits()).isFalse();
+    assertThat(no.failedOp()).isEqualTo("y");
+    assertThat(no.failedBytes()).isEqualTo(4 * MIB);
+    BfcReplay.Result ok = BfcReplay.replay(g, order, 18 * MIB);
+    assertThat(ok.fits()).isTrue();
+    // x, w and y (2 MiB each) and the three copies while y runs
+    assertThat(ok.peakInUse()).isEqualTo(18 * MIB);
+  }
 }

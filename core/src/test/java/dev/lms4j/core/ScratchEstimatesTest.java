@@ -192,4 +192,35 @@ class ScratchEstimatesTest {
     }
     return new Tensor("float64", shape, n * 8, false);
   }
+  /** {@code y = MatMul(x, w)} with every tensor of element type {@code dtype}. */
+  private static DataflowGraph matmul(String dtype, int bytes) {
+    long[] x = {4096, 1024};
+    long[] w = {1024, 1024};
+    return DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(),
+            new Tensor(dtype, x, 4096L * 1024 * bytes, false))
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(),
+            new Tensor(dtype, w, 1024L * 1024 * bytes, true))
+        .op("y", "MatMul", OpCategory.FORWARD, List.of("x", "w"),
+            new Tensor(dtype, x, 4096L * 1024 * bytes, false))
+        .build();
+  }
+
+  @Test
+  void aHalfPrecisionMatmulAsksForFloatCopiesOfItsInputsAndResult() {
+    // corpus mlp-mixed, MatMul_1 ([4096, 1024] x [1024, 1024], float16), allocator log on this
+    // machine (oneDNN on): its 8 MiB output, then 16, 4 and 16 MiB, freed as it ends
+    DataflowGraph g = matmul("float16", 2);
+    for (Host h : List.of(EPYC, EPYC_ONEDNN)) {
+      assertThat(ScratchEstimates.estimateChunks(g, g.opOrThrow("y"), h))
+          .containsExactly(16L << 20, 4L << 20, 16L << 20);
+      assertThat(ScratchEstimates.estimate(g, g.opOrThrow("y"), h)).isEqualTo(36L << 20);
+    }
+    // float32 products ask for none; bfloat16 was not traced and gets none
+    DataflowGraph f = matmul("float32", 4);
+    assertThat(ScratchEstimates.estimate(f, f.opOrThrow("y"), EPYC)).isZero();
+    assertThat(ScratchEstimates.estimateChunks(f, f.opOrThrow("y"), EPYC)).isEmpty();
+    DataflowGraph b = matmul("bfloat16", 2);
+    assertThat(ScratchEstimates.estimate(b, b.opOrThrow("y"), EPYC_ONEDNN)).isZero();
+  }
 }

@@ -304,6 +304,31 @@ public final class BfcReplay {
             stepChunks.add(at);
           }
         }
+        long[] chunks = held[v] || op.scratch() != Op.SCRATCH_UNKNOWN ? null
+            : ScratchEstimates.estimateChunks(g, op, host);
+        if (chunks != null && chunks.length > 1) {
+          // a kernel that asks for its scratch in several chunks (each placed on its own)
+          long[] at = new long[chunks.length];
+          for (int c = 0; c < chunks.length; c++) {
+            at[c] = bfc.allocate(chunks[c]);
+            if (at[c] < 0) {
+              return failedAt(bfc, op, chunks[c], during, pos);
+            }
+          }
+          if (during != null) {
+            during[pos] = bfc.inUse;
+          }
+          for (long a : at) {
+            bfc.free(a);
+          }
+          refs.release(op, free);
+          for (int i = 0; i < outs; i++) {
+            if (refs.unread(v, i)) {
+              free.free(v, i);
+            }
+          }
+          continue;
+        }
         long scratch = held[v] ? 0 : scratchBytes(g, op, refs);
         if (scratch > 0) {
           long at = bfc.allocate(scratch);

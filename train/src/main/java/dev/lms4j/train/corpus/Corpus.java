@@ -83,6 +83,10 @@ public final class Corpus {
         + "mean/variance updated in the step (AssignSub), L2 weight decay, a learning rate "
         + "decayed from a global step (AssignAdd), momentum, an exponential moving average of "
         + "the weights after the updates; ref variables"),
+    /** An MLP trained in mixed precision (float16 activations, float32 master weights). */
+    MLP_MIXED("mlp-mixed", "MLP in mixed precision: float32 master weights cast to float16 "
+        + "per layer, float16 activations and gradients, float32 softmax, a static loss scale; "
+        + "momentum on ref variables"),
     /** A sparse embedding model whose initialiser needs more memory than a step. */
     INIT_HEAVY("init-heavy", "sparse embedding model whose table's initialiser holds three "
         + "table-sized temporaries: initialisation needs more memory than a training step");
@@ -146,6 +150,7 @@ public final class Corpus {
         case MOBILENET -> ConvFamilies.mobilenet(small, seed);
         case MLP_DROPOUT -> RegularizedFamilies.mlpDropout(small, seed);
         case CNN_RECIPE -> RegularizedFamilies.cnnRecipe(small, seed);
+        case MLP_MIXED -> RegularizedFamilies.mlpMixed(small, seed);
         case INIT_HEAVY -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.INIT_HEAVY, small,
             seed);
       };

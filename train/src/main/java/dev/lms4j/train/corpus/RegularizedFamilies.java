@@ -13,6 +13,7 @@ import org.tensorflow.op.Ops;
 import org.tensorflow.op.core.Variable;
 import org.tensorflow.op.nn.FusedBatchNorm;
 import org.tensorflow.op.random.RandomUniform;
+import org.tensorflow.types.TFloat16;
 import org.tensorflow.types.TFloat32;
 import org.tensorflow.types.TInt64;
 
@@ -197,5 +198,54 @@ final class RegularizedFamilies {
           m.math.mul(m.math.sub(moving, batchStats[i]), m.constant(0.01f))));
     }
     return bn.y();
+  }
+
+  /**
+   * An MLP trained in mixed precision, as users save memory before they reach for LMS: float32
+   * master weights, each cast to float16 ({@code Cast}) for its layer, every activation and its
+   * gradient in float16 ({@code MatMul}, {@code BiasAdd}, {@code Relu} on halves), the logits
+   * cast back to float32 for the softmax cross entropy, a static loss scale (the loss times 128
+   * differentiated, each gradient divided by 128 in float32 before its momentum update). The
+   * half copies of the weights are read again in the backward pass: tensors of 2 bytes an
+   * element made from variables, alive from the forward pass to the backward one.
+   */
+  static TrainingGraph mlpMixed(boolean small, long seed) {
+    return small ? mlpMixed(256, 64, 128, 3, seed) : mlpMixed(4096, 512, 1024, 5, seed);
+  }
+
+  /** The mixed-precision MLP at a given batch, input width, hidden width and depth. */
+  static TrainingGraph mlpMixed(int batch, int in, int width, int layers, long seed) {
+    float scale = 128f;
+    try (Net n = new Net(Net.Vars.REF, seed)) {
+      Ops tf = n.tf;
+      Operand<TFloat32> x = n.input("x", Shape.of(batch, in), "normal");
+      Operand<TFloat32> labels = n.input("labels", Shape.of(batch, 10), "onehot");
+      Operand<TFloat16> h = tf.dtypes.cast(x, TFloat16.class);
+      long w = in;
+      for (int l = 0; l <= layers; l++) {
+        long out = l == layers ? 10 : width;
+        Net.Param wt = n.he("fc" + l + "_w", Shape.of(w, out), w);
+        Net.Param b = n.filled("fc" + l + "_b", Shape.of(out), 0f);
+        Ops half = tf.withSubScope("fc" + l + "_half");
+        Operand<TFloat16> y = tf.nn.biasAdd(tf.linalg.matMul(h,
+            half.dtypes.cast(wt.value(), TFloat16.class)),
+            half.dtypes.cast(b.value(), TFloat16.class));
+        h = l == layers ? y : tf.nn.relu(y);
+        w = out;
+      }
+      Operand<TFloat32> logits = tf.dtypes.cast(h, TFloat32.class);
+      Operand<TFloat32> loss = n.softmaxLoss(logits, labels);
+      Ops ls = tf.withSubScope("loss_scale");
+      Operand<TFloat32> scaled = ls.withName("scaled").math.mul(loss, ls.constant(scale));
+      List<Operand<?>> values = new ArrayList<>();
+      for (Net.Param p : n.params()) {
+        values.add(p.value());
+      }
+      org.tensorflow.Output<?>[] grads = n.gradients(scaled, values);
+      for (int i = 0; i < grads.length; i++) {
+        grads[i] = ls.math.div(grads[i].expect(TFloat32.class), ls.constant(scale)).asOutput();
+      }
+      return n.finish(n.updates(n.params(), grads, 0, Net.Update.MOMENTUM, 0.01f));
+    }
   }
 }

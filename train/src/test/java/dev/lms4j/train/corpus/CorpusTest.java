@@ -120,6 +120,7 @@ class CorpusTest {
       case MLP_DROPOUT -> Set.of("RandomUniform", "L2Loss", "Maximum", "ApplyAdam");
       case CNN_RECIPE -> Set.of("FusedBatchNormV3", "AssignSub", "AssignAdd", "L2Loss", "Pow",
           "ApplyMomentum");
+      case MLP_MIXED -> Set.of("Cast", "MatMul", "BiasAddGrad", "ReluGrad", "ApplyMomentum");
     };
   }
 }
