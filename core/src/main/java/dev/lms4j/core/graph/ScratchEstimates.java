@@ -33,7 +33,7 @@ import java.util.Set;
  *       can take the input over; counted anyway).</li>
  *   <li>Depthwise and 3-D pooling gradients: rules of thumb (twice the activations, 0.3 times
  *       the output, half the output).</li>
- *   <li>Float16 matrix products ({@code MatMul}, {@code BatchMatMul*}): float32 copies of both
+ *   <li>Float16 matrix products ({@code MatMul}): float32 copies of both
  *       inputs and of the result, asked for as three chunks ({@link #estimateChunks}). Everything
  *       else: none; forward convolutions, float32 matmuls and batch norms showed none.</li>
  * </ul>
@@ -77,9 +77,6 @@ public final class ScratchEstimates {
 
   private static final Set<String> MAX_POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2");
 
-  /** The matrix products whose CPU kernels compute half precision in float32. */
-  private static final Set<String> MATMULS = Set.of("MatMul", "BatchMatMul", "BatchMatMulV2",
-      "BatchMatMulV3");
 
   /**
    * What the kernels' sizing depends on: the CPU device's worker threads, the L3 cache, and
@@ -309,14 +306,15 @@ public final class ScratchEstimates {
    * allocator log of the corpus mlp-mixed, a [4096, 1024] x [1024, 1024] product in float16):
    * 8 MiB output, then 16, 4 and 16 MiB, the three freed before the next op; every float16
    * product of the step, forward and gradient, did the same. TensorFlow's minimum for that graph
-   * was 185 MiB against a traced peak (tensors only) of 142.3. Not traced: bfloat16 (oneDNN has
-   * its own kernel for it), so it gets none.
+   * was 181-183 MiB against a traced peak (tensors only) of 142.3. Not traced: bfloat16 (oneDNN
+   * has its own kernel for it), so it gets none; a float16 {@code BatchMatMulV3} has no CPU
+   * kernel in this TensorFlow (checked: "No OpKernel was registered").
    *
    * @return {first input, second input, result} in bytes, or null when {@code op} is no
    *     float16 matrix product of known shapes
    */
   static long[] halfMatmulCopies(DataflowGraph g, Op op) {
-    if (!MATMULS.contains(op.type()) || op.inputs().size() < 2 || op.outputs().isEmpty()
+    if (!op.type().equals("MatMul") || op.inputs().size() < 2 || op.outputs().isEmpty()
         || !"float16".equals(op.output(0).dtype())) {
       return null;
     }
