@@ -258,6 +258,23 @@ class CorpusUnderBudgetTest {
   }
 
   /**
+   * The mixed-precision MLP at the benchmark's size: TensorFlow needs 181-183 MiB for it, its
+   * float16 products asking for float32 copies of their inputs and result beside the step's
+   * tensors (142 MiB traced). At 140 MiB the unmodified graph runs out of memory, and auto and
+   * swap train with the same losses bit for bit. Before the model knew those copies, every plan
+   * under TensorFlow's minimum ran out of memory in one of them
+   * ({@code docs/bench/corpus-mixed-before.md}: every static mode 1.00).
+   */
+  @Test
+  void aMixedPrecisionMlpTrainsBelowTensorFlowsNeedWithTheSameLosses() throws Exception {
+    TrainingGraph tg = Corpus.Family.MLP_MIXED.build(Corpus.Size.BENCH, 42);
+    long budget = 140 * MIB;
+    double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
+    assertOom(tg, budget);
+    eachPlansAndTrains(tg, budget, reference, LmsMode.AUTO, LmsMode.SWAP);
+  }
+
+  /**
    * The MobileNetV2-style CNN (inverted residual blocks of 1x1 expansions, 3x3 depthwise
    * convolutions and linear 1x1 projections; batch norms, {@code Relu6}, the framework's
    * RMSProp) at the benchmark's size: TensorFlow needs about 115 MiB where oneDNN runs. At
