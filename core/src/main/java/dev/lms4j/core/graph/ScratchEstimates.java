@@ -285,6 +285,16 @@ public final class ScratchEstimates {
   }
 
   /**
+   * Whether {@code op}'s kernel asks for its scratch before its outputs and frees it as it ends:
+   * {@code Einsum}, which computes its product into a temporary and transposes that into the
+   * output (traced: {@code btd,dhk->bhtk}, the 8 MiB product and then the 8 MiB output; the
+   * output then took a region of its own while the product held the one before).
+   */
+  public static boolean scratchFirst(Op op) {
+    return op.type().equals("Einsum");
+  }
+
+  /**
    * The chunks {@code op}'s estimated scratch is asked for in, in the order the kernel asks
    * (their sum is {@link #estimate}); none where it has none. One chunk but for half-precision
    * matrix products, which ask for three ({@link #halfMatmulCopies}): the allocator places them

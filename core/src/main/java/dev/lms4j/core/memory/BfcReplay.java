@@ -292,6 +292,17 @@ public final class BfcReplay {
         Op op = g.op(v);
         int outs = op.outputs().size();
         refs.forward(op);
+        // a kernel that computes into a temporary and then copies it into its output asks for
+        // the temporary first (ScratchEstimates#scratchFirst)
+        long firstAt = -1;
+        long firstBytes = held[v] || !ScratchEstimates.scratchFirst(op) ? 0
+            : g.scratchBytes(op.id());
+        if (firstBytes > 0) {
+          firstAt = bfc.allocate(firstBytes);
+          if (firstAt < 0) {
+            return failedAt(bfc, op, firstBytes, during, pos);
+          }
+        }
         for (int k = 0; k < outs; k++) {
           int i = ScratchEstimates.allocatedOutput(op, host, k);
           long bytes = op.output(i).bytes();
@@ -303,6 +314,19 @@ public final class BfcReplay {
             chunk[v][i] = at;
             stepChunks.add(at);
           }
+        }
+        if (firstAt >= 0) {
+          if (during != null) {
+            during[pos] = bfc.inUse;
+          }
+          bfc.free(firstAt);
+          refs.release(op, free);
+          for (int i = 0; i < outs; i++) {
+            if (refs.unread(v, i)) {
+              free.free(v, i);
+            }
+          }
+          continue;
         }
         long[] chunks = held[v] || op.scratch() != Op.SCRATCH_UNKNOWN ? null
             : ScratchEstimates.estimateChunks(g, op, host);
