@@ -87,6 +87,11 @@ public final class Corpus {
     MLP_MIXED("mlp-mixed", "MLP in mixed precision: float32 master weights cast to float16 "
         + "per layer, float16 activations and gradients, float32 softmax, a static loss scale; "
         + "momentum on ref variables"),
+    /** A transformer encoder written with einsum, as Keras' MultiHeadAttention writes it. */
+    ENCODER_EINSUM("encoder-einsum", "transformer encoder written with einsum as Keras' "
+        + "MultiHeadAttention writes it (projections abc,cde->abde, scores aecd,abcd->acbe, "
+        + "context acbe,aecd->abcd), tanh-GELU, softmax over the vocabulary, "
+        + "tensorflow-framework Adam"),
     /** A sparse embedding model whose initialiser needs more memory than a step. */
     INIT_HEAVY("init-heavy", "sparse embedding model whose table's initialiser holds three "
         + "table-sized temporaries: initialisation needs more memory than a training step");
@@ -151,6 +156,7 @@ public final class Corpus {
         case MLP_DROPOUT -> RegularizedFamilies.mlpDropout(small, seed);
         case CNN_RECIPE -> RegularizedFamilies.cnnRecipe(small, seed);
         case MLP_MIXED -> RegularizedFamilies.mlpMixed(small, seed);
+        case ENCODER_EINSUM -> SequenceFamilies.encoderEinsum(small, seed);
         case INIT_HEAVY -> EmbeddingFamilies.embedding(EmbeddingFamilies.Kind.INIT_HEAVY, small,
             seed);
       };

@@ -167,6 +167,86 @@ final class SequenceFamilies {
     }
   }
 
+  /**
+   * A transformer encoder written with {@code tf.linalg.einsum}, as Keras' {@code
+   * MultiHeadAttention} writes it: query, key and value projections {@code abc,cde->abde}
+   * (weights [width, heads, dh]), scores {@code aecd,abcd->acbe} (key, query), context
+   * {@code acbe,aecd->abcd} (probabilities, value), output projection {@code abcd,cde->abe},
+   * the feed-forward layers {@code abc,cd->abd}; layer norms, tanh-GELU, a softmax over the
+   * vocabulary per token, the framework's Adam. Einsums whose operands or output are not in
+   * the order their batched product reads or writes copy them (the scores' key and query, the
+   * scores themselves).
+   */
+  static TrainingGraph encoderEinsum(boolean small, long seed) {
+    return small ? encoderEinsum(2, 16, 32, 2, 2, 64, seed)
+        : encoderEinsum(8, 128, 128, 4, 2, 2000, seed);
+  }
+
+  /** The einsum encoder at a given batch, sequence length, width, heads, layers, vocabulary. */
+  static TrainingGraph encoderEinsum(int batch, int seq, int width, int heads, int layers,
+      int vocab, long seed) {
+    int dh = width / heads;
+    long tokens = (long) batch * seq;
+    try (Net n = new Net(Net.Vars.REF, seed)) {
+      Ops tf = n.tf;
+      Placeholder<TInt32> ids = n.ids("tokens", Shape.of(batch, seq), vocab);
+      Operand<TFloat32> labels = n.input("labels", Shape.of(tokens, vocab), "onehot");
+      Net.Param emb = n.normal("tok_emb", Shape.of(vocab, width), 0.02);
+      Net.Param pos = n.normal("pos_emb", Shape.of(seq, width), 0.02);
+      Operand<TFloat32> h = tf.math.add(tf.gather(emb.value(), ids, tf.constant(0)),
+          pos.value());
+      float scale = (float) (1 / Math.sqrt(dh));
+      for (int l = 0; l < layers; l++) {
+        String p = "enc" + l;
+        Operand<TFloat32> a = layerNorm3(n, p + "_ln1", h, width);
+        Operand<TFloat32> q = einsum(tf, "abc,cde->abde", a,
+            n.he(p + "_q", Shape.of(width, heads, dh), width).value());
+        Operand<TFloat32> k = einsum(tf, "abc,cde->abde", a,
+            n.he(p + "_k", Shape.of(width, heads, dh), width).value());
+        Operand<TFloat32> v = einsum(tf, "abc,cde->abde", a,
+            n.he(p + "_v", Shape.of(width, heads, dh), width).value());
+        Operand<TFloat32> scores = tf.math.mul(einsum(tf, "aecd,abcd->acbe", k, q),
+            tf.constant(scale));
+        Operand<TFloat32> probs = tf.nn.softmax(scores);
+        Operand<TFloat32> ctx = einsum(tf, "acbe,aecd->abcd", probs, v);
+        h = tf.math.add(h, einsum(tf, "abcd,cde->abe", ctx,
+            n.he(p + "_o", Shape.of(heads, dh, width), width).value()));
+        Operand<TFloat32> m = layerNorm3(n, p + "_ln2", h, width);
+        m = gelu(tf, einsum(tf, "abc,cd->abd", m,
+            n.he(p + "_fc1", Shape.of(width, 4L * width), width).value()));
+        h = tf.math.add(h, einsum(tf, "abc,cd->abd", m,
+            n.he(p + "_fc2", Shape.of(4L * width, width), 4L * width).value()));
+      }
+      h = layerNorm3(n, "final_ln", h, width);
+      Operand<TFloat32> logits = tf.reshape(einsum(tf, "abc,cd->abd", h,
+          n.he("lm_head", Shape.of(width, vocab), width).value()),
+          tf.constant(new long[] {tokens, vocab}));
+      Operand<TFloat32> loss = n.softmaxLoss(logits, labels);
+      new Adam(n.graph, 0.001f).minimize(loss, "train_op");
+      return n.finishInitOnly();
+    }
+  }
+
+  private static Operand<TFloat32> einsum(Ops tf, String equation, Operand<TFloat32> x,
+      Operand<TFloat32> y) {
+    return tf.linalg.einsum(List.of(x, y), equation);
+  }
+
+  /** Layer norm over the last axis of a rank-3 tensor. */
+  private static Operand<TFloat32> layerNorm3(Net n, String name, Operand<TFloat32> x,
+      int width) {
+    Ops tf = n.tf;
+    Net.Param g = n.filled(name + "_g", Shape.of(width), 1f);
+    Net.Param b = n.filled(name + "_b", Shape.of(width), 0f);
+    Operand<TInt32> axis = tf.constant(new int[] {2});
+    Operand<TFloat32> mean = tf.math.mean(x, axis, org.tensorflow.op.math.Mean.keepDims(true));
+    Operand<TFloat32> d = tf.math.sub(x, mean);
+    Operand<TFloat32> var = tf.math.mean(tf.math.mul(d, d), axis,
+        org.tensorflow.op.math.Mean.keepDims(true));
+    Operand<TFloat32> norm = tf.math.mul(d, tf.math.rsqrt(tf.math.add(var, tf.constant(1e-5f))));
+    return tf.math.add(tf.math.mul(norm, g.value()), b.value());
+  }
+
   /** {@code [tokens, width]} to {@code [batch, heads, seq, dh]}. */
   private static Operand<TFloat32> heads(Ops tf, Operand<TFloat32> x, int batch, int seq,
       int heads, int dh) {

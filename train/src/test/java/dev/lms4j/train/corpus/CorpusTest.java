@@ -121,6 +121,7 @@ class CorpusTest {
       case CNN_RECIPE -> Set.of("FusedBatchNormV3", "AssignSub", "AssignAdd", "L2Loss", "Pow",
           "ApplyMomentum");
       case MLP_MIXED -> Set.of("Cast", "MatMul", "BiasAddGrad", "ReluGrad", "ApplyMomentum");
+      case ENCODER_EINSUM -> Set.of("Einsum", "Softmax", "Tanh", "GatherV2", "ApplyAdam");
     };
   }
 }

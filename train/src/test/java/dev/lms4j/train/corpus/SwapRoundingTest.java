@@ -55,4 +55,30 @@ class SwapRoundingTest {
     assertThat(losses(tg, lr.graphDef(), false))
         .containsExactlyElementsOf(losses(tg, tg.graphDef(), false));
   }
+  /**
+   * Known deviation, reason named: on the einsum encoder (benchmark size), a swap-only plan
+   * (tflms at 60 MiB) moves the second loss by about 1e-7 relative (8.522965431213379 against
+   * 8.522964477539062) with grappler's arithmetic optimizer on, and reaches the unmodified
+   * graph's losses bit for bit with it off. Its partition graphs show grappler grouping the
+   * products of the softmax's and the layer norms' gradients around the swapped-in tensors
+   * otherwise than in the unmodified graph ({@code gradients/Multiply_57 = Softmax *
+   * Multiply_56} there, {@code Subtract_1 * swapin(Multiply_56)} here): {@code ProductGroups}
+   * does not yet write this graph's products as grappler groups them. (Whether the rounding
+   * moves depends on the kernels: measured on AVX-512 with oneDNN on; not asserted.)
+   */
+  @Test
+  void theEinsumEncodersSwapPlanRoundsDifferentlyOnlyThroughGrapplersProducts() {
+    TrainingGraph tg = Corpus.Family.ENCODER_EINSUM.build(Corpus.Size.BENCH, 42);
+    LmsResult lr = Lms.builder().budget(60L << 20).mode(LmsMode.TFLMS).build().rewrite(tg);
+    assertThat(lr.plan().swapOuts()).isNotEmpty();
+    assertThat(lr.recompute().clonedOps()).isZero();
+    assertThat(losses(tg, lr.graphDef(), false))
+        .containsExactlyElementsOf(losses(tg, tg.graphDef(), false));
+    List<Double> ref = losses(tg, tg.graphDef(), true);
+    List<Double> lms = losses(tg, lr.graphDef(), true);
+    for (int i = 0; i < STEPS; i++) {
+      assertThat(lms.get(i)).isCloseTo(ref.get(i),
+          org.assertj.core.data.Percentage.withPercentage(1e-4));
+    }
+  }
 }
