@@ -77,7 +77,6 @@ public final class ScratchEstimates {
 
   private static final Set<String> MAX_POOL_GRADIENTS = Set.of("MaxPoolGrad", "MaxPoolGradV2");
 
-
   /**
    * What the kernels' sizing depends on: the CPU device's worker threads, the L3 cache, and
    * whether TensorFlow runs oneDNN's kernels in place of its own.

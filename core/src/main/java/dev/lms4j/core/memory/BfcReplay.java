@@ -320,12 +320,7 @@ public final class BfcReplay {
             during[pos] = bfc.inUse;
           }
           bfc.free(firstAt);
-          refs.release(op, free);
-          for (int i = 0; i < outs; i++) {
-            if (refs.unread(v, i)) {
-              free.free(v, i);
-            }
-          }
+          release(refs, op, free);
           continue;
         }
         long[] chunks = held[v] || op.scratch() != Op.SCRATCH_UNKNOWN ? null
@@ -345,12 +340,7 @@ public final class BfcReplay {
           for (long a : at) {
             bfc.free(a);
           }
-          refs.release(op, free);
-          for (int i = 0; i < outs; i++) {
-            if (refs.unread(v, i)) {
-              free.free(v, i);
-            }
-          }
+          release(refs, op, free);
           continue;
         }
         long scratch = held[v] ? 0 : scratchBytes(g, op, refs);
@@ -366,12 +356,7 @@ public final class BfcReplay {
         } else if (during != null) {
           during[pos] = bfc.inUse;
         }
-        refs.release(op, free);
-        for (int i = 0; i < outs; i++) {
-          if (refs.unread(v, i)) {
-            free.free(v, i);
-          }
-        }
+        release(refs, op, free);
       }
       // what the step still holds (its fetched outputs) is released when it ends
       stepChunks.forEach(bfc::free);
@@ -379,6 +364,19 @@ public final class BfcReplay {
     }
     return new Result(true, bfc.peak, bfc.regions, null, 0,
         bfc.room < 0 ? bfc.regions : bfc.room);
+  }
+
+  /**
+   * Frees what {@code op} was the last reader of, and its own outputs nobody reads, once it has
+   * run.
+   */
+  private static void release(BufferRefs refs, Op op, BufferRefs.Freed free) {
+    refs.release(op, free);
+    for (int i = 0; i < op.outputs().size(); i++) {
+      if (refs.unread(op.id(), i)) {
+        free.free(op.id(), i);
+      }
+    }
   }
 
   /** The failure of {@code op}'s allocation at {@code pos}; -1 in {@code during} from there. */
