@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.graph.Tensor;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -23,6 +24,7 @@ import java.util.Map;
  *
  * <pre>{@code
  * long bytes = EinsumTemps.bytes("btd,dhk->bhtk", List.of(x, w), out, 4);  // 8 MiB
+ * long same = EinsumTemps.bytes("btd,dhk->bhtk", List.of(x, w), outputTensor);
  * }</pre>
  */
 final class EinsumTemps {
@@ -33,6 +35,16 @@ final class EinsumTemps {
   private static final int FREE = 2;
   private static final int CONTRACT = 3;
   private static final int REDUCE = 4;
+
+  /**
+   * As below, for an output {@code out} of the model (its element size from its bytes and
+   * shape; 4 where its bytes are not known).
+   */
+  static long bytes(String equation, List<long[]> inputShapes, Tensor out) {
+    long n = elements(out.shape());
+    return bytes(equation, inputShapes, out.shape(),
+        out.bytes() > 0 && n > 0 ? out.bytes() / n : 4);
+  }
 
   /**
    * The bytes of the temporaries, or 0 where the equation is not one the rule covers (one

@@ -135,12 +135,9 @@ public final class GraphImporter {
             ? OpCategory.OPTIMIZER : category(n, prefix), n.getDevice(), n.getInputList(), outs);
         if (n.getOp().equals("Einsum") && n.containsAttr("equation") && op.numInputs() == 2) {
           // the transposed copies the kernel makes beside its output (EinsumTemps)
-          Tensor out0 = outs.get(0);
-          long elem = out0.bytes() > 0 && elements(out0.shape()) > 0
-              ? out0.bytes() / elements(out0.shape()) : 4;
           long temps = EinsumTemps.bytes(n.getAttrOrThrow("equation").getS().toStringUtf8(),
               List.of(op.input(0).shape().asArray(), op.input(1).shape().asArray()),
-              out0.shape(), elem);
+              outs.get(0));
           if (temps > 0) {
             b.scratch(n.getName(), temps);
           }
@@ -286,14 +283,6 @@ public final class GraphImporter {
       }
     }
     return after;
-  }
-
-  private static long elements(long[] shape) {
-    long n = 1;
-    for (long d : shape) {
-      n *= d;
-    }
-    return n;
   }
 
   /** The category of a node: gradient ops by scope, variable updates by type. */

@@ -315,46 +315,23 @@ public final class BfcReplay {
             stepChunks.add(at);
           }
         }
-        if (firstAt >= 0) {
-          if (during != null) {
-            during[pos] = bfc.inUse;
+        // the scratch asked for after the outputs, all of it freed as the op ends
+        long[] after = held[v] || firstAt >= 0 ? new long[0] : scratchChunks(g, op, refs, host);
+        long[] at = new long[after.length];
+        for (int c = 0; c < after.length; c++) {
+          at[c] = bfc.allocate(after[c]);
+          if (at[c] < 0) {
+            return failedAt(bfc, op, after[c], during, pos);
           }
-          bfc.free(firstAt);
-          release(refs, op, free);
-          continue;
         }
-        long[] chunks = held[v] || op.scratch() != Op.SCRATCH_UNKNOWN ? null
-            : ScratchEstimates.estimateChunks(g, op, host);
-        if (chunks != null && chunks.length > 1) {
-          // a kernel that asks for its scratch in several chunks (each placed on its own)
-          long[] at = new long[chunks.length];
-          for (int c = 0; c < chunks.length; c++) {
-            at[c] = bfc.allocate(chunks[c]);
-            if (at[c] < 0) {
-              return failedAt(bfc, op, chunks[c], during, pos);
-            }
-          }
-          if (during != null) {
-            during[pos] = bfc.inUse;
-          }
-          for (long a : at) {
-            bfc.free(a);
-          }
-          release(refs, op, free);
-          continue;
-        }
-        long scratch = held[v] ? 0 : scratchBytes(g, op, refs);
-        if (scratch > 0) {
-          long at = bfc.allocate(scratch);
-          if (at < 0) {
-            return failedAt(bfc, op, scratch, during, pos);
-          }
-          if (during != null) {
-            during[pos] = bfc.inUse;
-          }
-          bfc.free(at);
-        } else if (during != null) {
+        if (during != null) {
           during[pos] = bfc.inUse;
+        }
+        if (firstAt >= 0) {
+          bfc.free(firstAt);
+        }
+        for (long a : at) {
+          bfc.free(a);
         }
         release(refs, op, free);
       }
@@ -385,6 +362,24 @@ public final class BfcReplay {
       Arrays.fill(during, pos, during.length, -1);
     }
     return bfc.failed(op.name(), bytes);
+  }
+
+  /**
+   * The chunks {@code op}'s scratch is asked for in after its outputs: the estimate's where the
+   * kernel asks for several ({@link ScratchEstimates#estimateChunks}: a float16 product's
+   * copies), else one of {@link #scratchBytes} (none when it is 0). The estimate is split only
+   * for an op with scratch (the graph caches its figure; most ops have none).
+   */
+  private static long[] scratchChunks(DataflowGraph g, Op op, BufferRefs refs,
+      ScratchEstimates.Host host) {
+    if (op.scratch() == Op.SCRATCH_UNKNOWN && g.scratchBytes(op.id()) > 0) {
+      long[] chunks = ScratchEstimates.estimateChunks(g, op, host);
+      if (chunks.length > 1) {
+        return chunks;
+      }
+    }
+    long scratch = scratchBytes(g, op, refs);
+    return scratch > 0 ? new long[] {scratch} : new long[0];
   }
 
   /**

@@ -131,12 +131,9 @@ final class SequenceFamilies {
     long tokens = (long) batch * seq;
     try (Net n = new Net(Net.Vars.REF, seed)) {
       Ops tf = n.tf;
-      Placeholder<TInt32> ids = n.ids("tokens", Shape.of(batch, seq), vocab);
-      Operand<TFloat32> labels = n.input("labels", Shape.of(tokens, vocab), "onehot");
-      Net.Param emb = n.normal("tok_emb", Shape.of(vocab, width), 0.02);
-      Net.Param pos = n.normal("pos_emb", Shape.of(seq, width), 0.02);
-      Operand<TFloat32> h = tf.math.add(tf.gather(emb.value(), ids, tf.constant(0)),
-          pos.value());
+      Tokens in = tokens(n, batch, seq, width, vocab);
+      Operand<TFloat32> labels = in.labels();
+      Operand<TFloat32> h = in.embedded();
       h = tf.reshape(h, tf.constant(new long[] {tokens, width}));
       float scale = (float) (1 / Math.sqrt(dh));
       for (int l = 0; l < layers; l++) {
@@ -189,16 +186,13 @@ final class SequenceFamilies {
     long tokens = (long) batch * seq;
     try (Net n = new Net(Net.Vars.REF, seed)) {
       Ops tf = n.tf;
-      Placeholder<TInt32> ids = n.ids("tokens", Shape.of(batch, seq), vocab);
-      Operand<TFloat32> labels = n.input("labels", Shape.of(tokens, vocab), "onehot");
-      Net.Param emb = n.normal("tok_emb", Shape.of(vocab, width), 0.02);
-      Net.Param pos = n.normal("pos_emb", Shape.of(seq, width), 0.02);
-      Operand<TFloat32> h = tf.math.add(tf.gather(emb.value(), ids, tf.constant(0)),
-          pos.value());
+      Tokens in = tokens(n, batch, seq, width, vocab);
+      Operand<TFloat32> labels = in.labels();
+      Operand<TFloat32> h = in.embedded();
       float scale = (float) (1 / Math.sqrt(dh));
       for (int l = 0; l < layers; l++) {
         String p = "enc" + l;
-        Operand<TFloat32> a = layerNorm3(n, p + "_ln1", h, width);
+        Operand<TFloat32> a = layerNorm(n, p + "_ln1", h, width, 2);
         Operand<TFloat32> q = einsum(tf, "abc,cde->abde", a,
             n.he(p + "_q", Shape.of(width, heads, dh), width).value());
         Operand<TFloat32> k = einsum(tf, "abc,cde->abde", a,
@@ -211,13 +205,13 @@ final class SequenceFamilies {
         Operand<TFloat32> ctx = einsum(tf, "acbe,aecd->abcd", probs, v);
         h = tf.math.add(h, einsum(tf, "abcd,cde->abe", ctx,
             n.he(p + "_o", Shape.of(heads, dh, width), width).value()));
-        Operand<TFloat32> m = layerNorm3(n, p + "_ln2", h, width);
+        Operand<TFloat32> m = layerNorm(n, p + "_ln2", h, width, 2);
         m = gelu(tf, einsum(tf, "abc,cd->abd", m,
             n.he(p + "_fc1", Shape.of(width, 4L * width), width).value()));
         h = tf.math.add(h, einsum(tf, "abc,cd->abd", m,
             n.he(p + "_fc2", Shape.of(4L * width, width), 4L * width).value()));
       }
-      h = layerNorm3(n, "final_ln", h, width);
+      h = layerNorm(n, "final_ln", h, width, 2);
       Operand<TFloat32> logits = tf.reshape(einsum(tf, "abc,cd->abd", h,
           n.he("lm_head", Shape.of(width, vocab), width).value()),
           tf.constant(new long[] {tokens, vocab}));
@@ -232,19 +226,20 @@ final class SequenceFamilies {
     return tf.linalg.einsum(List.of(x, y), equation);
   }
 
-  /** Layer norm over the last axis of a rank-3 tensor. */
-  private static Operand<TFloat32> layerNorm3(Net n, String name, Operand<TFloat32> x,
-      int width) {
+  /**
+   * The encoders' inputs: the token ids' feed, the one-hot labels per token, and the token
+   * embeddings plus the position embeddings, [batch, seq, width].
+   */
+  private record Tokens(Operand<TFloat32> labels, Operand<TFloat32> embedded) {}
+
+  private static Tokens tokens(Net n, int batch, int seq, int width, int vocab) {
     Ops tf = n.tf;
-    Net.Param g = n.filled(name + "_g", Shape.of(width), 1f);
-    Net.Param b = n.filled(name + "_b", Shape.of(width), 0f);
-    Operand<TInt32> axis = tf.constant(new int[] {2});
-    Operand<TFloat32> mean = tf.math.mean(x, axis, org.tensorflow.op.math.Mean.keepDims(true));
-    Operand<TFloat32> d = tf.math.sub(x, mean);
-    Operand<TFloat32> var = tf.math.mean(tf.math.mul(d, d), axis,
-        org.tensorflow.op.math.Mean.keepDims(true));
-    Operand<TFloat32> norm = tf.math.mul(d, tf.math.rsqrt(tf.math.add(var, tf.constant(1e-5f))));
-    return tf.math.add(tf.math.mul(norm, g.value()), b.value());
+    Placeholder<TInt32> ids = n.ids("tokens", Shape.of(batch, seq), vocab);
+    Operand<TFloat32> labels = n.input("labels", Shape.of((long) batch * seq, vocab), "onehot");
+    Net.Param emb = n.normal("tok_emb", Shape.of(vocab, width), 0.02);
+    Net.Param pos = n.normal("pos_emb", Shape.of(seq, width), 0.02);
+    return new Tokens(labels, tf.math.add(tf.gather(emb.value(), ids, tf.constant(0)),
+        pos.value()));
   }
 
   /** {@code [tokens, width]} to {@code [batch, heads, seq, dh]}. */
@@ -254,12 +249,18 @@ final class SequenceFamilies {
         tf.constant(new int[] {0, 2, 1, 3}));
   }
 
-  /** Layer norm over the last axis with a learned scale and offset. */
+  /** Layer norm over the last axis of a rank-2 tensor with a learned scale and offset. */
   private static Operand<TFloat32> layerNorm(Net n, String name, Operand<TFloat32> x, int width) {
+    return layerNorm(n, name, x, width, 1);
+  }
+
+  /** Layer norm over {@code lastAxis}, the last axis of {@code x}. */
+  private static Operand<TFloat32> layerNorm(Net n, String name, Operand<TFloat32> x, int width,
+      int lastAxis) {
     Ops tf = n.tf;
     Net.Param g = n.filled(name + "_g", Shape.of(width), 1f);
     Net.Param b = n.filled(name + "_b", Shape.of(width), 0f);
-    Operand<TInt32> axis = tf.constant(new int[] {1});
+    Operand<TInt32> axis = tf.constant(new int[] {lastAxis});
     Operand<TFloat32> mean = tf.math.mean(x, axis, org.tensorflow.op.math.Mean.keepDims(true));
     Operand<TFloat32> d = tf.math.sub(x, mean);
     Operand<TFloat32> var = tf.math.mean(tf.math.mul(d, d), axis,
