@@ -122,13 +122,18 @@ final class RegularizedFamilies {
       Operand<TFloat32> logits = n.dense(pooled, "logits", width, 10);
       Operand<TFloat32> xent = tf.withName("xent").math.mean(
           tf.nn.softmaxCrossEntropyWithLogits(logits, labels).loss(), tf.constant(new int[] {0}));
+      // the kernels' L2 losses summed pairwise, not by one AddN: TensorFlow's C++ gradient
+      // builder takes an op's inputs in the order of its edge set, which above four inputs is
+      // ordered by the edges' addresses, so the gradient ops of a 9-input AddN were named in
+      // another order in every process (the family's graph was not reproducible)
       Ops wd = tf.withSubScope("weight_decay");
-      List<Operand<TFloat32>> l2 = new ArrayList<>();
+      Operand<TFloat32> l2 = null;
       for (Operand<TFloat32> k : kernels) {
-        l2.add(wd.nn.l2Loss(k));
+        Operand<TFloat32> term = wd.nn.l2Loss(k);
+        l2 = l2 == null ? term : wd.math.add(l2, term);
       }
       Operand<TFloat32> loss = tf.withName("loss").math.add(xent,
-          wd.math.mul(wd.math.addN(l2), wd.constant(1e-4f)));
+          wd.math.mul(l2, wd.constant(1e-4f)));
 
       Ops sched = tf.withSubScope("schedule");
       Variable<TInt64> step = sched.withName("global_step").variable(Shape.scalar(),

@@ -86,6 +86,43 @@ class CorpusTest {
         .isEqualTo(dev.lms4j.core.graph.OpCategory.FORWARD);
   }
 
+  /**
+   * Every family builds the same graph in another process, at every size: TensorFlow's C++
+   * gradient builder once named the weight-decay gradients of cnn-recipe in an order that
+   * changed from process to process (a 9-input AddN differentiated; its edges are ordered by
+   * address), which a build twice in one process does not show.
+   */
+  @Test
+  void everyFamilyBuildsTheSameGraphInAnotherProcess() throws Exception {
+    Process p = new ProcessBuilder(
+        java.nio.file.Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+        "-cp", System.getProperty("java.class.path"), GraphHashes.class.getName())
+        .redirectError(ProcessBuilder.Redirect.DISCARD).start();
+    String child = new String(p.getInputStream().readAllBytes(),
+        java.nio.charset.StandardCharsets.UTF_8);
+    assertThat(p.waitFor()).isZero();
+    assertThat(child).isEqualTo(GraphHashes.all());
+  }
+
+  /** Each family's GraphDef hash at each size, a line each (run in a child JVM above). */
+  static final class GraphHashes {
+    static String all() {
+      StringBuilder sb = new StringBuilder();
+      for (Corpus.Family f : Corpus.families()) {
+        for (Corpus.Size size : Corpus.Size.values()) {
+          sb.append(f.label()).append(' ').append(size).append(' ')
+              .append(java.util.Arrays.hashCode(f.build(size, 42).graphDef().toByteArray()))
+              .append('\n');
+        }
+      }
+      return sb.toString();
+    }
+
+    public static void main(String[] args) {
+      System.out.print(all());
+    }
+  }
+
   @Test
   void unknownFamilyNamesTheKnownOnes() {
     assertThat(Corpus.getOrThrow("LSTM")).isEqualTo(Corpus.Family.LSTM);
