@@ -49,8 +49,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>Where the rewrites lms4j runs before planning ({@code GradientSums}, {@code OptimizerEdges},
  * {@code SparseUpdates}, on by default) change a family's graph, each lms4j mode is measured with
- * them and without them ({@code --no-gradient-sums --no-optimizer-edges --no-sparse-updates}),
- * side by side in the same run.
+ * them and without them ({@code --no-gradient-sums --no-optimizer-edges --no-sparse-updates
+ * --no-slot-offload}; {@code SlotOffload} applies only where no plan fits otherwise), side by
+ * side in the same run.
  */
 public final class CorpusBench {
   private static final Logger LOG = LoggerFactory.getLogger(CorpusBench.class);
@@ -309,7 +310,9 @@ public final class CorpusBench {
         if (p.pre != null) {
           row.put("gradient_sums", p.pre.gradientSums())
               .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved())
-              .put("sparse_updates", p.pre.sparseUpdates());
+              .put("sparse_updates", p.pre.sparseUpdates())
+              .put("offloaded_slots", p.pre.offloadedSlots())
+              .put("offloaded_slot_bytes", p.pre.offloadedBytes());
         }
       } else {
         row.put("why", p.why);
@@ -464,7 +467,8 @@ public final class CorpusBench {
     } else if (m.isLms()) {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
-            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).serialOrder(c.ordered()).build();
+            .optimizerEdges(c.pre()).sparseUpdates(c.pre()).slotOffload(c.pre())
+            .serialOrder(c.ordered()).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());
         p.predictedPeak = lr.predictedPeakAfter();

@@ -1,5 +1,6 @@
 package dev.lms4j.checkpoint;
 
+import dev.lms4j.tf.SlotOffload;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -36,7 +37,9 @@ import org.tensorflow.proto.DataType;
  * verified, so a refused checkpoint leaves them untouched.
  *
  * <p>Optimizer state (momentum, Adam's slots, a global step) is saved by naming those variables
- * too; {@link #variables(Graph)} lists every variable of a graph.
+ * too; {@link #variables(Graph)} lists every variable of a graph. A slot LMS keeps on the host
+ * between its updates ({@link SlotOffload}) is saved from its host copy and restored into it,
+ * under the slot's own name: a checkpoint moves between a rewritten graph and the original.
  *
  * <pre>{@code
  * List<String> vars = Checkpoints.variables(graph);           // weights + optimizer slots
@@ -64,7 +67,8 @@ public final class Checkpoints {
     TreeSet<String> names = new TreeSet<>();
     for (Iterator<GraphOperation> it = graph.operations(); it.hasNext(); ) {
       GraphOperation op = it.next();
-      if (REF_VARIABLES.contains(op.type()) || RESOURCE_VARIABLE.equals(op.type())) {
+      if ((REF_VARIABLES.contains(op.type()) || RESOURCE_VARIABLE.equals(op.type()))
+          && !op.name().startsWith(SlotOffload.SCOPE)) {
         names.add(op.name());
       }
     }
@@ -200,6 +204,9 @@ public final class Checkpoints {
       for (Var v : vars) {
         if (v.resource) {
           r.fetch(readOp(g, v).output(0));
+        } else if (v.offloaded) {
+          // a copy parsed from the host (the slot itself holds nothing between steps)
+          r.fetch(SlotOffload.valueOf(v.name), 0);
         } else {
           r.fetch(v.name, 0);
         }
@@ -218,8 +225,13 @@ public final class Checkpoints {
     }
   }
 
-  /** A variable of the graph: name, dtype, static shape (null when not fully known). */
-  private record Var(String name, DType dtype, long[] shape, boolean resource) {}
+  /**
+   * A variable of the graph: name, dtype, static shape (null when not fully known), and whether
+   * it is a resource variable or a slot LMS keeps on the host between its updates
+   * ({@link SlotOffload}).
+   */
+  private record Var(String name, DType dtype, long[] shape, boolean resource,
+      boolean offloaded) {}
 
   private static List<Var> resolve(Graph g, List<String> names) {
     List<Var> out = new ArrayList<>();
@@ -239,9 +251,11 @@ public final class Checkpoints {
             + op.type() + "; expected VariableV2, Variable or VarHandleOp)");
       }
       DataType dt = op.attributes().getAttrType("dtype");
-      Shape shape = op.attributes().getAttrShape("shape");
+      GraphOperation offload = resource ? null : g.operation(SlotOffload.valueOf(name));
+      Shape shape = offload != null ? offload.attributes().getAttrShape(SlotOffload.SHAPE_ATTR)
+          : op.attributes().getAttrShape("shape");
       long[] s = shape.isUnknown() || shape.hasUnknownDimension() ? null : shape.asArray();
-      out.add(new Var(name, DType.of(dt), s, resource));
+      out.add(new Var(name, DType.of(dt), s, resource, offload != null));
     }
     return out;
   }
@@ -258,7 +272,14 @@ public final class Checkpoints {
       value = (GraphOperation) g.opBuilder("Placeholder", base + "value", tf.scope())
           .setAttr("dtype", v.dtype.tfType()).setAttr("shape", shape).build();
       GraphOperation var = g.operationOrThrow(v.name);
-      if (v.resource) {
+      if (v.offloaded) {
+        // the slot's host copy takes it, serialized, as the step's swap-out writes it
+        GraphOperation ser = (GraphOperation) g.opBuilder("SerializeTensor", base + "serialize",
+            tf.scope()).addInput(value.output(0)).setAttr("T", v.dtype.tfType()).build();
+        assign = (GraphOperation) g.opBuilder("Assign", base + "assign", tf.scope())
+            .addInput(g.operationOrThrow(SlotOffload.hostOf(v.name)).output(0))
+            .addInput(ser.output(0)).setAttr("validate_shape", true).build();
+      } else if (v.resource) {
         assign = (GraphOperation) g.opBuilder("AssignVariableOp", base + "assign", tf.scope())
             .addInput(var.output(0)).addInput(value.output(0))
             .setAttr("dtype", v.dtype.tfType()).build();

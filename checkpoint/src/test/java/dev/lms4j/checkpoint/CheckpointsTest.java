@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import dev.lms4j.tf.SlotOffload;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.tensorflow.Graph;
@@ -49,6 +50,52 @@ class CheckpointsTest {
       float[] weightsOnly = TrainNet.train(s, 4);
       assertThat(weightsOnly[0]).isEqualTo(expected[0]); // same weights, same first loss
       assertThat(weightsOnly).isNotEqualTo(expected);
+    }
+  }
+
+  /**
+   * A graph whose momentum slots LMS keeps on the host between updates ({@link SlotOffload})
+   * saves them from their host copies and restores them there, under the slots' names: resuming
+   * gives the same losses, and the checkpoint moves between the rewritten graph and the original.
+   */
+  @Test
+  void slotsKeptOnTheHostAreSavedAndRestoredUnderTheirNames() throws IOException {
+    SlotOffload.Result r;
+    try (Graph g = TrainNet.build()) {
+      r = SlotOffload.rewrite(g.toGraphDef(), java.util.Set.of("loss", "train"), 0);
+    }
+    assertThat(r.slots()).containsExactlyInAnyOrder("momentum_w0", "momentum_w1");
+    try (Graph g = new Graph(); Graph original = TrainNet.build();
+        Session s = TrainNet.session(g); Session o = TrainNet.session(original);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      g.importGraphDef(r.graphDef());
+      List<String> all = Checkpoints.variables(g);
+      // the host copies are LMS's, not the model's
+      assertThat(all).containsExactly("global_step", "momentum_w0", "momentum_w1", "w0", "w1");
+      s.run("init");
+      o.run("init");
+      assertThat(TrainNet.train(s, 3)).containsExactly(TrainNet.train(o, 3));
+      Checkpoints.save(s, all, 3, Map.of(), b);
+      // the host copy holds the slot as the original holds it after the same steps
+      String value = SlotOffload.valueOf("momentum_w0");
+      assertThat(TestGraphs.values(s, List.of(value)).get(value))
+          .isEqualTo(TestGraphs.values(o, List.of("momentum_w0")).get("momentum_w0"));
+      CheckpointInfo saved = b.latest().orElseThrow();
+      float[] expected = TrainNet.train(s, 4);
+
+      s.run("init");
+      Checkpoints.load(s, all, saved, b);
+      assertThat(TrainNet.train(s, 4)).containsExactly(expected);
+
+      // into the original graph: the same state, the same losses
+      o.run("init");
+      Checkpoints.load(o, all, saved, b);
+      assertThat(TrainNet.train(o, 4)).containsExactly(expected);
+
+      // without the slots the resumed run differs: they were restored, not left at zero
+      s.run("init");
+      Checkpoints.load(s, TrainNet.WEIGHTS, saved, b);
+      assertThat(TrainNet.train(s, 4)).isNotEqualTo(expected);
     }
   }
 

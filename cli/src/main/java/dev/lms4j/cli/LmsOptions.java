@@ -157,6 +157,13 @@ final class LmsOptions {
           + "second table.")
   boolean noSparseUpdates;
 
+  @Option(names = "--no-slot-offload",
+      description = "Keep an optimizer's slots (Adam's moments, momentum) on the device. By "
+          + "default, where no plan fits with them there, planning modes try again with each "
+          + "slot kept in host memory between its updates (bit-identical; two copies of its "
+          + "bytes per step).")
+  boolean noSlotOffload;
+
   @Option(names = "--no-init-constants",
       description = "Let TensorFlow fold large zero or constant initializer Fills (e.g. "
           + "optimizer slots) into constants that it holds for the session's life.")
@@ -274,7 +281,7 @@ final class LmsOptions {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
         .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates)
-        .serialOrder(serialOrder);
+        .slotOffload(!noSlotOffload).serialOrder(serialOrder);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

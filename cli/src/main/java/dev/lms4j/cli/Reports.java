@@ -53,6 +53,8 @@ final class Reports {
           .put("init_constant_bytes", p.initConstantBytes())
           .put("sparse_updates", p.sparseUpdates())
           .put("sparse_update_bytes", p.sparseUpdateBytes())
+          .put("offloaded_slots", p.offloadedSlots())
+          .put("offloaded_slot_bytes", p.offloadedBytes())
           .put("peak_after_bytes", p.peakAfter());
     }
     if (lms.initLayout() != null) {

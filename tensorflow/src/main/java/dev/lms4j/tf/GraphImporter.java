@@ -131,8 +131,20 @@ public final class GraphImporter {
           Tensor host = outs.get(0);
           outs.set(0, new Tensor(host.dtype(), host.shape(), 0, false));
         }
+        List<String> inputs = n.getInputList();
+        if (n.containsAttr(SlotOffload.SHAPE_ATTR)) {
+          // an offloaded slot's parse: TensorFlow infers no shape for it
+          outs.set(0, sized(n.getAttrOrThrow(SlotOffload.SHAPE_ATTR).getShape(),
+              n.getAttrOrThrow("out_type").getType()));
+        }
+        if (n.containsAttr(SlotOffload.HOLDS_ATTR)) {
+          // the slot holds the parse's buffer until its free runs (through the variable, which
+          // the model does not follow): the model reads it there
+          inputs = new ArrayList<>(inputs);
+          inputs.add(n.getAttrOrThrow(SlotOffload.HOLDS_ATTR).getS().toStringUtf8());
+        }
         b.op(n.getName(), modelType(n.getOp()), afterUpdates.contains(n.getName())
-            ? OpCategory.OPTIMIZER : category(n, prefix), n.getDevice(), n.getInputList(), outs);
+            ? OpCategory.OPTIMIZER : category(n, prefix), n.getDevice(), inputs, outs);
         if (n.getOp().equals("Einsum") && n.containsAttr("equation") && op.numInputs() == 2) {
           // the transposed copies the kernel makes beside its output (EinsumTemps)
           long temps = EinsumTemps.bytes(n.getAttrOrThrow("equation").getS().toStringUtf8(),
@@ -324,6 +336,17 @@ public final class GraphImporter {
     boolean persistent = ref || OpTypes.VARIABLES.contains(op.type())
         || baseType == DataType.DT_RESOURCE;
     return new Tensor(dtype, dims, bytes, persistent);
+  }
+
+  /** A transient tensor of a fully known shape. */
+  private static Tensor sized(TensorShapeProto shape, DataType dt) {
+    long[] dims = new long[shape.getDimCount()];
+    long elems = 1;
+    for (int d = 0; d < dims.length; d++) {
+      dims[d] = shape.getDim(d).getSize();
+      elems *= dims[d];
+    }
+    return new Tensor(dtypeName(dt), dims, elems * dtypeSize(dt), false);
   }
 
   /** TensorFlow's short dtype name ({@code float32}, ...). */

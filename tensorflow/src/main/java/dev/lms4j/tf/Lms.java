@@ -79,6 +79,8 @@ public final class Lms {
   private final boolean optimizerEdges;
   private final boolean initConstants;
   private final boolean sparseUpdates;
+  private final boolean slotOffload;
+  private final boolean offloadNow;
   private final boolean allocatorCheck;
   private final boolean serialOrder;
   private final Map<String, Long> scratch;
@@ -103,6 +105,8 @@ public final class Lms {
     this.optimizerEdges = b.optimizerEdges;
     this.initConstants = b.initConstants;
     this.sparseUpdates = b.sparseUpdates;
+    this.slotOffload = b.slotOffload;
+    this.offloadNow = b.offloadNow;
     this.allocatorCheck = b.allocatorCheck;
     this.serialOrder = b.serialOrder;
     this.scratch = b.scratch;
@@ -119,6 +123,26 @@ public final class Lms {
       throw new IllegalArgumentException("auto-tuning needs a budget: set budget(bytes) or the "
           + "parameters swapout_threshold, swapin_ahead and swapin_groupby");
     }
+  }
+
+  /**
+   * The same configuration with the optimizer's slots kept on the host between their updates
+   * ({@link SlotOffload}) whenever it plans, or null where slot offload is off
+   * ({@link LmsBuilder#slotOffload(boolean)}), the mode does not plan, or {@code tg} has no slot
+   * that qualifies. A probe that ran the first plan out of memory tries it as an alternative.
+   */
+  public Lms withSlotOffload(TrainingGraph tg) {
+    if (!slotOffload || offloadNow || !mode.plans()) {
+      return offloadNow ? this : null;
+    }
+    Set<String> targets = targets(tg.manifest().runOps(), tg.manifest().trainOp());
+    if (targets.isEmpty() || !SlotOffload.rewrite(tg.graphDef(), targets,
+        SlotOffload.DEFAULT_MIN_BYTES).changed()) {
+      return null;
+    }
+    LmsBuilder b = source.copy();
+    b.offloadNow = true;
+    return b.build();
   }
 
   /** A builder: no budget, TFLMS's default parameters (auto-tuned), host tier. */
@@ -311,6 +335,35 @@ public final class Lms {
    */
   private LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps, String initOp, boolean ordered) {
+    try {
+      return rewritePlanned(gd, feedShapes, trainOp, runOps, initOp, ordered);
+    } catch (PlanningException e) {
+      Set<String> targets = targets(runOps, trainOp);
+      if (!slotOffload || offloadNow || !mode.plans() || targets.isEmpty()
+          || !SlotOffload.rewrite(gd, targets, SlotOffload.DEFAULT_MIN_BYTES).changed()) {
+        throw e;
+      }
+      // the last lever: the optimizer's slots leave the device between their updates
+      LOG.info("[LMS][0] No plan fits with the optimizer's slots on the device ({}); planning "
+          + "again with them kept on the host between their updates", e.getMessage());
+      LmsBuilder b = source.copy();
+      b.offloadNow = true;
+      try {
+        return b.build().rewrite(gd, feedShapes, trainOp, runOps, initOp, ordered);
+      } catch (PlanningException again) {
+        throw again.smallestBudgetBytes() > 0 && (e.smallestBudgetBytes() <= 0
+            || again.smallestBudgetBytes() < e.smallestBudgetBytes()) ? again : e;
+      }
+    }
+  }
+
+  /** The ops a step runs: {@code runOps}, else the train op, else none. */
+  private static Set<String> targets(Set<String> runOps, String trainOp) {
+    return !runOps.isEmpty() ? runOps : trainOp != null ? Set.of(trainOp) : Set.of();
+  }
+
+  private LmsResult rewritePlanned(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
+      Set<String> runOps, String initOp, boolean ordered) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
     DataflowGraph model = importModel(gd, feedShapes, runOps);
@@ -408,10 +461,27 @@ public final class Lms {
               + "plans keep them (bit-identical)", r.groups(), r.merged());
         }
       }
+      int slots = 0;
+      long slotBytes = 0;
+      if (offloadNow) {
+        // after the others: they read the graph as the user wrote it (GradientSums refuses a
+        // graph holding lms4j's ops)
+        SlotOffload.Result r = SlotOffload.rewrite(gd, Set.copyOf(targets),
+            SlotOffload.DEFAULT_MIN_BYTES);
+        if (r.changed()) {
+          gd = r.graphDef();
+          slots = r.slots().size();
+          slotBytes = r.bytes();
+          model = importModel(gd, feedShapes, runOps);
+          LOG.info("[LMS][0] Before planning: {} optimizer slots ({} MiB) kept on the host "
+              + "between their updates (bit-identical; two copies of their bytes per step)",
+              slots, String.format("%.1f", slotBytes / 1048576.0));
+        }
+      }
       if (gd != given) {
         pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
             SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes, sparse,
-            sparseBytes);
+            sparseBytes, slots, slotBytes);
         LOG.info("[LMS][0] Before planning: {} gradient sums turned into running accumulations, "
             + "{} optimizer control edges removed ({} added to keep variable reads before "
             + "updates); simulated peak {} -> {} MiB", sums, removed, addedEdges,

@@ -56,6 +56,9 @@ public final class LmsBuilder implements Cloneable {
   boolean optimizerEdges = true;
   boolean initConstants = true;
   boolean sparseUpdates = true;
+  boolean slotOffload = true;
+  /** Set on the copy that plans again with the slots offloaded ({@link Lms}). */
+  boolean offloadNow;
   boolean allocatorCheck = true;
   boolean serialOrder = true;
   Map<String, Long> scratch = Map.of();
@@ -115,6 +118,18 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder sparseUpdates(boolean on) {
     this.sparseUpdates = on;
+    return this;
+  }
+
+  /**
+   * Whether an optimizer's slots may be kept in host memory between their updates
+   * ({@link SlotOffload}; default on, bit-identical): where no plan fits the budget with every
+   * slot on the device, the graph is planned again with each qualifying slot brought in just
+   * before its update and sent back right after it (two copies of its bytes per step). Needs the
+   * ops a step runs. Off: {@code --no-slot-offload}.
+   */
+  public LmsBuilder slotOffload(boolean on) {
+    this.slotOffload = on;
     return this;
   }
 

@@ -84,7 +84,7 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
    */
   public record PreRewrites(int gradientSums, int optimizerEdgesRemoved,
       int optimizerEdgesAdded, long peakAfter, int initConstants, long initConstantBytes,
-      int sparseUpdates, long sparseUpdateBytes) {
+      int sparseUpdates, long sparseUpdateBytes, int offloadedSlots, long offloadedBytes) {
     /** Nothing rewritten. */
     public static final PreRewrites NONE = new PreRewrites(0, 0, 0, 0);
 
@@ -98,13 +98,22 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
      */
     public PreRewrites(int gradientSums, int optimizerEdgesRemoved, int optimizerEdgesAdded,
         long peakAfter) {
-      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0, 0, 0);
+      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0, 0, 0, 0,
+          0);
+    }
+
+    /** As the canonical constructor, without offloaded slots ({@link SlotOffload}). */
+    public PreRewrites(int gradientSums, int optimizerEdgesRemoved, int optimizerEdgesAdded,
+        long peakAfter, int initConstants, long initConstantBytes, int sparseUpdates,
+        long sparseUpdateBytes) {
+      this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, initConstants,
+          initConstantBytes, sparseUpdates, sparseUpdateBytes, 0, 0);
     }
 
     /** Whether any of them changed the graph. */
     public boolean changed() {
       return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0
-          || initConstants > 0 || sparseUpdates > 0;
+          || initConstants > 0 || sparseUpdates > 0 || offloadedSlots > 0;
     }
   }
 

@@ -321,6 +321,11 @@ public final class Probe {
       Lms other = lms.withMode(m);
       others.add(b -> other.withBudget(b).rewrite(tg));
     }
+    Lms offloaded = lms.withSlotOffload(tg);
+    if (offloaded != null && offloaded != lms) {
+      // the optimizer's slots on the host between updates: the last lever of every mode
+      others.add(b -> offloaded.withBudget(b).rewrite(tg));
+    }
     return closeLoop(tg, b -> lms.withBudget(b).rewrite(tg), others,
         lms.serialOrder() ? o.withSerialOrder(true) : o);
   }

@@ -1,0 +1,424 @@
+package dev.lms4j.tf;
+
+import com.google.protobuf.ByteString;
+import dev.lms4j.core.graph.OpTypes;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.tensorflow.proto.AttrValue;
+import org.tensorflow.proto.DataType;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+import org.tensorflow.proto.TensorProto;
+import org.tensorflow.proto.TensorShapeProto;
+
+/**
+ * Keeps an optimizer's slots (Adam's moments, momentum's accumulators, RMSProp's mean squares)
+ * in host memory between their updates, outside the device budget: each slot comes in just
+ * before its update and goes back out right after it, as ZeRO-Offload and DeepSpeed keep
+ * optimizer state on the host. A model trained with Adam holds two slots per weight, twice its
+ * weights' bytes, for the whole step though a slot is read only by its own update.
+ *
+ * <p>A slot qualifies when it is a ref variable ({@code VariableV2}) of a fully known floating
+ * shape, of at least {@code minBytes}, read by exactly one update of the step ({@code Apply*}:
+ * {@code ApplyAdam}, {@code ApplyMomentum}, {@code ApplyRMSProp}, ...) at an input other than the
+ * weight's, and otherwise only assigned by initializers outside the step; an op of the step must
+ * be ordered after its update by a control edge (the train op), so that the step runs the
+ * swap-out. For slot {@code S} with update {@code U} (names under {@code lms4j/offload/S/}):
+ *
+ * <pre>
+ *   host   = VariableV2(string, [])                     # the slot, serialized: outside the budget
+ *   init:    S's initializers assign host = SerializeTensor(value) instead (names kept)
+ *   parse  = ParseTensor(host)   ^ U's other inputs     # in: once U's gradient is there,
+ *                                ^ the previous update's frees   # one update's slots at a time
+ *   in     = Assign(S, parse, validate_shape=false)     # S takes parse's buffer (no copy)
+ *   U      = Apply*(..., in, ...)                       # the update, unchanged
+ *   save   = SerializeTensor(in) ^U ; out = Assign(host, save)
+ *   free   = Assign(in, empty[0], validate_shape=false) ^out   # S lets its buffer go
+ *   ops with a control edge from U get one from free (the train op waits for it)
+ *   value  = ParseTensor(host)                          # outside the step: for checkpoints
+ * </pre>
+ *
+ * <p>The update computes with the very values it would have read from the device: serialization
+ * is exact, so the losses are bit-identical. {@code S} keeps its name with an unknown shape (it
+ * holds an empty tensor between steps); {@link #VALUE} and {@link #HOST} name the nodes
+ * checkpoints read and write instead. Costs two copies of the slot's bytes per step.
+ *
+ * <pre>{@code
+ * SlotOffload.Result r = SlotOffload.rewrite(gd, Set.of("train_op"), 1 << 16);
+ * log.info("{} slots ({} MiB) kept on the host between updates", r.slots().size(), r.bytes() >> 20);
+ * }</pre>
+ */
+public final class SlotOffload {
+  /** The name scope of the nodes the rewrite adds. */
+  public static final String SCOPE = OpTypes.LMS_PREFIX + "offload/";
+  /** The host copy of slot {@code S}: {@code SCOPE + S + HOST}. */
+  public static final String HOST = "/host";
+  /** A parse of the host copy outside the step, for checkpoints: {@code SCOPE + S + VALUE}. */
+  public static final String VALUE = "/value";
+  /**
+   * Attribute of an offload's ParseTensor: the slot's shape (TensorFlow infers none for a
+   * parse), so the graph model sizes its output.
+   */
+  public static final String SHAPE_ATTR = "_lms4j_shape";
+  /**
+   * Attribute of an offload's {@code free}: the parse whose buffer the slot holds until then,
+   * which the graph model keeps alive up to it (TensorFlow holds it through the variable).
+   */
+  public static final String HOLDS_ATTR = "_lms4j_holds";
+  /** Default smallest slot offloaded: below it the four ops per step cost more than it frees. */
+  public static final long DEFAULT_MIN_BYTES = 64 * 1024;
+
+  private static final Set<String> VARIABLES = Set.of("VariableV2", "Variable");
+  private static final Set<DataType> FLOATS = Set.of(DataType.DT_FLOAT, DataType.DT_HALF,
+      DataType.DT_DOUBLE, DataType.DT_BFLOAT16);
+
+  private SlotOffload() {}
+
+  /** The rewritten graph and the slots offloaded (names), with their bytes. */
+  public record Result(GraphDef graphDef, List<String> slots, long bytes) {
+    public boolean changed() {
+      return !slots.isEmpty();
+    }
+  }
+
+  /** The node name of slot {@code slot}'s host copy, for checkpoints. */
+  public static String hostOf(String slot) {
+    return SCOPE + slot + HOST;
+  }
+
+  /** The node name of the parse of slot {@code slot}'s host copy, for checkpoints. */
+  public static String valueOf(String slot) {
+    return SCOPE + slot + VALUE;
+  }
+
+  /** A slot and the update that reads it. */
+  private record Slot(NodeDef var, NodeDef update, int input, long bytes, DataType dtype) {}
+
+  /**
+   * Offloads every qualifying slot of the step that runs {@code targets} (op or tensor names).
+   * A graph whose slots are offloaded already is returned as it is.
+   */
+  public static Result rewrite(GraphDef gd, Set<String> targets, long minBytes) {
+    Result chained = rewrite(gd, targets, minBytes, true);
+    // the chain follows the graph's depth, which a graph that orders an update before another
+    // one's gradient could contradict: then each slot waits for its own update's inputs only
+    return !chained.changed() || ScheduleRewriter.cycle(chained.graphDef()).isEmpty() ? chained
+        : rewrite(gd, targets, minBytes, false);
+  }
+
+  private static Result rewrite(GraphDef gd, Set<String> targets, long minBytes,
+      boolean chain) {
+    if (targets.isEmpty() || gd.getNodeList().stream().anyMatch(n -> n.getName()
+        .startsWith(SCOPE))) {
+      return new Result(gd, List.of(), 0);
+    }
+    Set<String> step = GraphImporter.ancestors(gd, targets);
+    List<Slot> slots = slots(gd, step, minBytes);
+    if (slots.isEmpty()) {
+      return new Result(gd, List.of(), 0);
+    }
+    Map<String, Slot> byVar = new LinkedHashMap<>();
+    Map<String, List<Slot>> byUpdate = new HashMap<>();
+    for (Slot s : slots) {
+      byVar.put(s.var().getName(), s);
+      byUpdate.computeIfAbsent(s.update().getName(), k -> new ArrayList<>()).add(s);
+    }
+    GraphDef.Builder b = GraphDef.newBuilder(gd).clearNode();
+    List<NodeDef> added = new ArrayList<>();
+    for (NodeDef n : gd.getNodeList()) {
+      String name = n.getName();
+      Slot own = byVar.get(name);
+      if (own != null) {
+        // between steps the slot holds an empty tensor: its shape is the parse's
+        b.addNode(n.toBuilder().putAttr("shape", AttrValue.newBuilder().setShape(
+            TensorShapeProto.newBuilder().setUnknownRank(true)).build()));
+        continue;
+      }
+      if (n.getOp().equals("Assign") && n.getInputCount() >= 2
+          && byVar.containsKey(GraphImporter.opName(n.getInput(0)))) {
+        // an initializer: the value goes to the host copy, serialized, under the same name
+        Slot s = byVar.get(GraphImporter.opName(n.getInput(0)));
+        String p = SCOPE + s.var().getName();
+        String ser = p + "/init_serialize_" + name.replace('/', '_');
+        added.add(node(ser, "SerializeTensor", n.getDevice(), n.getInput(1))
+            .putAttr("T", type(s.dtype())).build());
+        NodeDef.Builder a = n.toBuilder().setInput(0, hostOf(s.var().getName())).setInput(1, ser)
+            .putAttr("T", type(DataType.DT_STRING))
+            .putAttr("validate_shape", AttrValue.newBuilder().setB(true).build());
+        b.addNode(a);
+        continue;
+      }
+      List<Slot> mine = byUpdate.get(name);
+      NodeDef.Builder nb = n.toBuilder();
+      if (mine != null) {
+        for (Slot s : mine) {
+          nb.setInput(s.input(), SCOPE + s.var().getName() + "/in");
+        }
+      }
+      // ops ordered after an update wait for its slots to go back out
+      for (String in : n.getInputList()) {
+        if (in.startsWith("^") && byUpdate.containsKey(in.substring(1))) {
+          for (Slot s : byUpdate.get(in.substring(1))) {
+            nb.addInput("^" + SCOPE + s.var().getName() + "/free");
+          }
+        }
+      }
+      b.addNode(nb);
+    }
+    // one update's slots in at a time, in the order their updates can run: the updates'
+    // depth in the graph (longest path from its sources), so that gradients are not held
+    List<String> updates = new ArrayList<>(byUpdate.keySet());
+    Map<String, Integer> depth = depths(gd);
+    updates.sort(java.util.Comparator.comparing((String u) -> depth.getOrDefault(u, 0))
+        .thenComparing(u -> u));
+    Map<String, List<String>> waits = new HashMap<>();
+    for (int i = 1; chain && i < updates.size(); i++) {
+      List<String> prev = new ArrayList<>();
+      for (Slot s : byUpdate.get(updates.get(i - 1))) {
+        prev.add("^" + SCOPE + s.var().getName() + "/free");
+      }
+      waits.put(updates.get(i), prev);
+    }
+    long bytes = 0;
+    for (Slot s : slots) {
+      bytes += s.bytes();
+      added.addAll(offload(s, waits.getOrDefault(s.update().getName(), List.of())));
+    }
+    added.forEach(b::addNode);
+    List<String> names = new ArrayList<>(byVar.keySet());
+    return new Result(b.build(), names, bytes);
+  }
+
+  /**
+   * The nodes that move slot {@code s} in and out around its update; its parse also waits for
+   * {@code waits} (control inputs: the previous update's slots gone back out).
+   */
+  private static List<NodeDef> offload(Slot s, List<String> waits) {
+    String var = s.var().getName();
+    String p = SCOPE + var;
+    String dev = s.var().getDevice();
+    NodeDef u = s.update();
+    List<NodeDef> out = new ArrayList<>();
+    out.add(node(hostOf(var), "VariableV2", dev)
+        .putAttr("dtype", type(DataType.DT_STRING))
+        .putAttr("shape", AttrValue.newBuilder().setShape(TensorShapeProto.newBuilder()).build())
+        .putAttr("container", AttrValue.newBuilder().setS(ByteString.EMPTY).build())
+        .putAttr("shared_name", AttrValue.newBuilder().setS(ByteString.EMPTY).build()).build());
+    // in once the update's other inputs are there (its gradient last): not at the step's start
+    Set<String> after = new LinkedHashSet<>();
+    for (int i = 0; i < u.getInputCount(); i++) {
+      String in = u.getInput(i);
+      if (i != s.input() && !in.startsWith("^") && !isVariable(in, s)) {
+        after.add("^" + GraphImporter.opName(in));
+      } else if (in.startsWith("^")) {
+        after.add(in);
+      }
+    }
+    after.remove("^" + var);
+    after.addAll(waits);
+    TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
+    for (TensorShapeProto.Dim d : s.var().getAttrOrThrow("shape").getShape().getDimList()) {
+      shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d.getSize()));
+    }
+    NodeDef.Builder parse = node(p + "/parse", "ParseTensor", dev, hostOf(var))
+        .putAttr("out_type", type(s.dtype()))
+        .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build());
+    after.forEach(parse::addInput);
+    out.add(parse.build());
+    out.add(node(p + "/in", "Assign", dev, var, p + "/parse")
+        .putAttr("T", type(s.dtype()))
+        .putAttr("validate_shape", AttrValue.newBuilder().setB(false).build())
+        .putAttr("use_locking", AttrValue.newBuilder().setB(true).build())
+        // the slot takes the parse's buffer over instead of copying it (AssignOp forwards its
+        // value only when its allocator constraints are relaxed, as grappler relaxes them)
+        .putAttr("_grappler_relax_allocator_constraints",
+            AttrValue.newBuilder().setB(true).build()).build());
+    out.add(node(p + "/save", "SerializeTensor", dev, p + "/in", "^" + u.getName())
+        .putAttr("T", type(s.dtype())).build());
+    out.add(node(p + "/out", "Assign", dev, hostOf(var), p + "/save")
+        .putAttr("T", type(DataType.DT_STRING))
+        .putAttr("validate_shape", AttrValue.newBuilder().setB(true).build())
+        .putAttr("use_locking", AttrValue.newBuilder().setB(true).build()).build());
+    out.add(node(p + "/empty", "Const", dev)
+        .putAttr("dtype", type(s.dtype()))
+        .putAttr("value", AttrValue.newBuilder().setTensor(TensorProto.newBuilder()
+            .setDtype(s.dtype()).setTensorShape(TensorShapeProto.newBuilder()
+                .addDim(TensorShapeProto.Dim.newBuilder().setSize(0)))).build()).build());
+    out.add(node(p + "/free", "Assign", dev, p + "/in", p + "/empty", "^" + p + "/out")
+        .putAttr("T", type(s.dtype()))
+        .putAttr("validate_shape", AttrValue.newBuilder().setB(false).build())
+        .putAttr("use_locking", AttrValue.newBuilder().setB(true).build())
+        .putAttr(HOLDS_ATTR, AttrValue.newBuilder().setS(ByteString.copyFromUtf8(p + "/parse"))
+            .build()).build());
+    out.add(node(valueOf(var), "ParseTensor", dev, hostOf(var))
+        .putAttr("out_type", type(s.dtype()))
+        .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build()).build());
+    return out;
+  }
+
+  /**
+   * Each node's longest path from a node without inputs (data and control edges; nodes on a
+   * cycle, which TensorFlow never runs, are left out).
+   */
+  private static Map<String, Integer> depths(GraphDef gd) {
+    Map<String, List<String>> consumers = new HashMap<>();
+    Map<String, Integer> pending = new HashMap<>();
+    java.util.ArrayDeque<String> ready = new java.util.ArrayDeque<>();
+    for (NodeDef n : gd.getNodeList()) {
+      pending.put(n.getName(), n.getInputCount());
+      for (String in : n.getInputList()) {
+        consumers.computeIfAbsent(GraphImporter.opName(in), k -> new ArrayList<>())
+            .add(n.getName());
+      }
+      if (n.getInputCount() == 0) {
+        ready.add(n.getName());
+      }
+    }
+    Map<String, Integer> depth = new HashMap<>();
+    ready.forEach(v -> depth.put(v, 0));
+    while (!ready.isEmpty()) {
+      String v = ready.poll();
+      for (String c : consumers.getOrDefault(v, List.of())) {
+        depth.merge(c, depth.get(v) + 1, Math::max);
+        if (pending.merge(c, -1, Integer::sum) == 0) {
+          ready.add(c);
+        }
+      }
+    }
+    return depth;
+  }
+
+  private static boolean isVariable(String input, Slot s) {
+    String op = GraphImporter.opName(input);
+    return op.equals(GraphImporter.opName(s.update().getInput(0)));
+  }
+
+  /** The slots of the step's updates that qualify (see the class comment). */
+  private static List<Slot> slots(GraphDef gd, Set<String> step, long minBytes) {
+    Map<String, NodeDef> byName = new HashMap<>();
+    Map<String, List<NodeDef>> consumers = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+      for (String in : n.getInputList()) {
+        consumers.computeIfAbsent(GraphImporter.opName(in), k -> new ArrayList<>()).add(n);
+      }
+    }
+    List<Slot> out = new ArrayList<>();
+    for (NodeDef u : gd.getNodeList()) {
+      if (!u.getOp().startsWith("Apply") || u.getOp().equals("ApplyGradientDescent")
+          || !step.contains(u.getName()) || !orderedAfter(u, consumers, step)) {
+        continue;
+      }
+      for (int i = 1; i < u.getInputCount(); i++) {
+        String in = u.getInput(i);
+        if (in.startsWith("^") || !(in.equals(GraphImporter.opName(in))
+            || in.endsWith(":0"))) {
+          continue;
+        }
+        NodeDef v = byName.get(GraphImporter.opName(in));
+        Slot s = v == null ? null : slot(v, u, i, consumers, step, minBytes);
+        if (s != null) {
+          out.add(s);
+        }
+      }
+    }
+    return out;
+  }
+
+  /** True when an op of the step waits for {@code u} through a control edge. */
+  private static boolean orderedAfter(NodeDef u, Map<String, List<NodeDef>> consumers,
+      Set<String> step) {
+    for (NodeDef c : consumers.getOrDefault(u.getName(), List.of())) {
+      if (step.contains(c.getName()) && c.getInputList().contains("^" + u.getName())) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static Slot slot(NodeDef v, NodeDef u, int input,
+      Map<String, List<NodeDef>> consumers, Set<String> step, long minBytes) {
+    if (!VARIABLES.contains(v.getOp()) || !v.containsAttr("dtype") || !v.containsAttr("shape")
+        || !FLOATS.contains(v.getAttrOrThrow("dtype").getType())
+        || v.getAttrOrThrow("shape").getShape().getUnknownRank()
+        || GraphImporter.opName(u.getInput(0)).equals(v.getName())) {
+      return null;
+    }
+    DataType dt = v.getAttrOrThrow("dtype").getType();
+    long elems = 1;
+    for (TensorShapeProto.Dim d : v.getAttrOrThrow("shape").getShape().getDimList()) {
+      if (d.getSize() < 0) {
+        return null;
+      }
+      elems *= d.getSize();
+    }
+    long bytes = elems * GraphImporter.dtypeSize(dt);
+    if (bytes < minBytes) {
+      return null;
+    }
+    for (NodeDef c : consumers.getOrDefault(v.getName(), List.of())) {
+      if (!(c == u ? readsOnlyAt(c, v, input) : initializer(c, v, consumers, step)
+          || !step.contains(c.getName()) && onlyControl(c, v.getName()))) {
+        return null;
+      }
+    }
+    return new Slot(v, u, input, bytes, dt);
+  }
+
+  /** True when {@code u} reads {@code v} at {@code input} and nowhere else. */
+  private static boolean readsOnlyAt(NodeDef u, NodeDef v, int input) {
+    for (int k = 0; k < u.getInputCount(); k++) {
+      String in = u.getInput(k);
+      if (k != input && GraphImporter.opName(in).equals(v.getName())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * True for an initializer of {@code v} outside the step: an {@code Assign} to it whose output
+   * only orders ops outside the step.
+   */
+  private static boolean initializer(NodeDef a, NodeDef v, Map<String, List<NodeDef>> consumers,
+      Set<String> step) {
+    if (!a.getOp().equals("Assign") || step.contains(a.getName()) || a.getInputCount() < 2
+        || !a.getInput(0).equals(v.getName()) && !a.getInput(0).equals(v.getName() + ":0")
+        || GraphImporter.opName(a.getInput(1)).equals(v.getName())) {
+      return false;
+    }
+    for (NodeDef c : consumers.getOrDefault(a.getName(), List.of())) {
+      if (step.contains(c.getName()) || !onlyControl(c, a.getName())) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** True when every edge from {@code op} into {@code c} is a control edge. */
+  private static boolean onlyControl(NodeDef c, String op) {
+    for (String in : c.getInputList()) {
+      if (!in.startsWith("^") && GraphImporter.opName(in).equals(op)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static NodeDef.Builder node(String name, String op, String device, String... inputs) {
+    NodeDef.Builder b = NodeDef.newBuilder().setName(name).setOp(op).setDevice(device);
+    for (String in : inputs) {
+      b.addInput(in);
+    }
+    return b;
+  }
+
+  private static AttrValue type(DataType t) {
+    return AttrValue.newBuilder().setType(t).build();
+  }
+}

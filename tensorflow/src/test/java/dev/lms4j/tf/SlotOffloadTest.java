@@ -1,0 +1,215 @@
+package dev.lms4j.tf;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Op;
+import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.Liveness;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import dev.lms4j.tf.run.SyntheticFeeds;
+import java.util.Set;
+import org.junit.jupiter.api.Test;
+import org.tensorflow.Graph;
+import org.tensorflow.Result;
+import org.tensorflow.Session;
+import org.tensorflow.Tensor;
+import org.tensorflow.ndarray.buffer.FloatDataBuffer;
+import org.tensorflow.proto.GraphDef;
+import org.tensorflow.proto.NodeDef;
+
+/**
+ * {@link SlotOffload}: which slots go to the host, the nodes that move them, the graph model of
+ * them, and the bits a step computes with them there.
+ */
+class SlotOffloadTest {
+  private static final long MIB = 1 << 20;
+
+  /**
+   * The framework's Adam MLP (4 layers of 256 units, then 10 classes): every weight has an
+   * {@code -m} and a {@code -v} slot read only by its {@code ApplyAdam}; the 256 KiB ones go,
+   * the logits' 10 KiB ones (below the 64 KiB default) stay.
+   */
+  @Test
+  void everyLargeAdamSlotOfTheStepGoesToTheHost() {
+    TrainingGraph tg = AdamNet.mlp(64, 256, 4);
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES);
+    assertThat(r.slots()).containsExactlyInAnyOrder("dense0_kernel-m", "dense0_kernel-v",
+        "dense1_kernel-m", "dense1_kernel-v", "dense2_kernel-m", "dense2_kernel-v",
+        "dense3_kernel-m", "dense3_kernel-v");
+    assertThat(r.bytes()).isEqualTo(8 * 256 * 256 * 4L);
+    Map<String, NodeDef> n = TfTests.nodes(r.graphDef());
+    String p = SlotOffload.SCOPE + "dense0_kernel-m";
+    assertThat(n.get(SlotOffload.hostOf("dense0_kernel-m")).getOp()).isEqualTo("VariableV2");
+    assertThat(n.get(p + "/parse").getOp()).isEqualTo("ParseTensor");
+    assertThat(n.get(p + "/in").getInputList()).containsExactly("dense0_kernel-m", p + "/parse");
+    // the update reads the slot through the assign that brings it in
+    NodeDef update = r.graphDef().getNodeList().stream()
+        .filter(x -> x.getOp().equals("ApplyAdam") && x.getInput(0).equals("dense0_kernel"))
+        .findFirst().orElseThrow();
+    assertThat(update.getInput(1)).isEqualTo(p + "/in");
+    assertThat(update.getInput(2)).isEqualTo(SlotOffload.SCOPE + "dense0_kernel-v/in");
+    assertThat(n.get(p + "/save").getInputList()).containsExactly(p + "/in",
+        "^" + update.getName());
+    // the parse waits for the update's gradient, not for the step's start
+    String grad = GraphImporter.opName(update.getInput(9));
+    assertThat(n.get(p + "/parse").getInputList()).contains("^" + grad);
+    // the train op waits for every slot to go back out
+    assertThat(n.get("train_op").getInputList()).contains("^" + p + "/free");
+    // the slot keeps its name, with no shape: between steps it holds an empty tensor
+    assertThat(n.get("dense0_kernel-m").getAttrOrThrow("shape").getShape().getUnknownRank())
+        .isTrue();
+    // an initializer now fills the host copy, under its own name
+    NodeDef init = r.graphDef().getNodeList().stream()
+        .filter(x -> x.getOp().equals("Assign") && x.getInputCount() > 0
+            && x.getInput(0).equals(SlotOffload.hostOf("dense0_kernel-m")))
+        .filter(x -> !x.getName().startsWith(SlotOffload.SCOPE)).findFirst().orElseThrow();
+    assertThat(n.get(GraphImporter.opName(init.getInput(1))).getOp())
+        .isEqualTo("SerializeTensor");
+    // a second rewrite leaves the graph as it is
+    assertThat(SlotOffload.rewrite(r.graphDef(), tg.manifest().runOps(), 0).changed())
+        .isFalse();
+  }
+
+  /**
+   * The model sees the slots as TensorFlow holds them: no longer resident for the whole step,
+   * but each one allocated by its parse and alive until its free runs, after its update; and the
+   * zero fills init serializes into the host copies are not held for the session (one per
+   * weight, the two slots' fills merged, as {@link InitHeldConstants} holds them as given).
+   */
+  @Test
+  void theModelHoldsEachSlotFromItsParseToItsFree() {
+    TrainingGraph tg = AdamNet.mlp(64, 256, 4);
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES);
+    DataflowGraph before = GraphImporter.importGraph(tg.graphDef(),
+        tg.manifest().feedShapes(), -1, "gradients", tg.manifest().runOps());
+    DataflowGraph after = GraphImporter.importGraph(r.graphDef(), tg.manifest().feedShapes(),
+        -1, "gradients", tg.manifest().runOps());
+    assertThat(GraphStats.of(before).parameterBytes() - GraphStats.of(after).parameterBytes())
+        .isEqualTo(r.bytes());
+    assertThat(held(before) - held(after)).isEqualTo(4 * 256 * 256 * 4L);
+    Op parse = after.op(SlotOffload.SCOPE + "dense0_kernel-m/parse").orElseThrow();
+    assertThat(parse.output(0).bytes()).isEqualTo(256 * 256 * 4L);
+    assertThat(parse.output(0).persistent()).isFalse();
+    int[] order = after.topologicalOrder();
+    Liveness.Interval life = Liveness.intervals(after, order).stream()
+        .filter(i -> i.tensor().op() == parse.id()).findFirst().orElseThrow();
+    int[] pos = new int[after.size()];
+    for (int i = 0; i < order.length; i++) {
+      pos[order[i]] = i;
+    }
+    int update = java.util.Arrays.stream(after.consumers(new TensorId(
+        after.op(SlotOffload.SCOPE + "dense0_kernel-m/in").orElseThrow().id(), 0)))
+        .filter(c -> after.op(c).type().equals("ApplyAdam")).findFirst().orElseThrow();
+    assertThat(life.lastUse()).isEqualTo(pos[after.op(SlotOffload.SCOPE + "dense0_kernel-m/free")
+        .orElseThrow().id()]).isGreaterThan(pos[update]);
+  }
+
+  /**
+   * Four steps of the Adam MLP with its slots on the host compute the losses, weights and slots
+   * of the graph as given bit for bit (the slots read through the {@code /value} parse that
+   * checkpoints use).
+   */
+  @Test
+  void aStepWithItsAdamSlotsOnTheHostComputesTheSameBits() {
+    TrainingGraph tg = AdamNet.mlp(64, 256, 4);
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES);
+    List<String> names = List.of("dense1_kernel", "dense1_kernel-m", "dense1_kernel-v");
+    Run given = steps(tg.graphDef(), tg.manifest(), 4, names);
+    Run offloaded = steps(r.graphDef(), tg.manifest(), 4, List.of("dense1_kernel",
+        SlotOffload.valueOf("dense1_kernel-m"), SlotOffload.valueOf("dense1_kernel-v")));
+    assertThat(offloaded.losses()).containsExactlyElementsOf(given.losses());
+    for (int i = 0; i < names.size(); i++) {
+      assertThat(offloaded.values().get(i)).as(names.get(i))
+          .containsExactly(given.values().get(i));
+    }
+    // the slots moved: Adam's moments are not zero after four steps
+    assertThat(given.values().get(1)).isNotEqualTo(new float[256 * 256]);
+  }
+
+  /** Momentum's accumulators (SlotNet, Python-style zero-filled slots) go the same way. */
+  @Test
+  void momentumSlotsGoToTheHostWithTheSameLosses() {
+    TrainingGraph tg = SlotNet.build(16, 256, 512);
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES);
+    assertThat(r.slots()).contains("w0_momentum");
+    assertThat(TfTests.losses(r.graphDef(), tg.manifest()))
+        .containsExactlyElementsOf(TfTests.losses(tg.graphDef(), tg.manifest()));
+  }
+
+  /**
+   * A slot the step reads anywhere else than at its update stays on the device (a fetched slot
+   * would read the empty tensor), and so do slots below the size limit.
+   */
+  @Test
+  void aSlotTheStepReadsElsewhereOrASmallOneStays() {
+    TrainingGraph tg = AdamNet.mlp(64, 256, 4);
+    GraphDef gd = tg.graphDef().toBuilder().addNode(NodeDef.newBuilder().setName("peek")
+        .setOp("Identity").addInput("dense2_kernel-m")
+        .putAttr("T", tg.graphDef().getNodeList().stream()
+            .filter(x -> x.getName().equals("dense2_kernel-m")).findFirst().orElseThrow()
+            .getAttrOrThrow("dtype"))).build();
+    Set<String> targets = new HashSet<>(tg.manifest().runOps());
+    targets.add("peek");
+    SlotOffload.Result r = SlotOffload.rewrite(gd, targets, SlotOffload.DEFAULT_MIN_BYTES);
+    assertThat(r.slots()).hasSize(7).doesNotContain("dense2_kernel-m");
+    assertThat(SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(), 300 * 1024)
+        .changed()).isFalse();
+    assertThat(SlotOffload.rewrite(tg.graphDef(), Set.of(), 0).changed()).isFalse();
+  }
+
+  private static long held(DataflowGraph g) {
+    long bytes = 0;
+    for (Op op : g.ops()) {
+      if (op.type().equals(dev.lms4j.core.memory.BfcReplay.HELD)) {
+        bytes += op.output(0).bytes();
+      }
+    }
+    return bytes;
+  }
+
+  /** Losses of {@code steps} steps and the values of {@code fetch} after them. */
+  private record Run(List<Double> losses, List<float[]> values) {}
+
+  private static Run steps(GraphDef gd, Manifest m, int steps, List<String> fetch) {
+    List<Double> losses = new ArrayList<>();
+    List<float[]> values = new ArrayList<>();
+    try (Graph g = new Graph()) {
+      g.importGraphDef(gd);
+      try (Session s = new Session(g, SessionConfigs.lms())) {
+        s.runner().addTarget(m.init()).run();
+        for (int step = 1; step <= steps; step++) {
+          Session.Runner r = s.runner();
+          List<Tensor> feeds = SyntheticFeeds.feed(r, m, 1, step);
+          try (Result res = r.fetch(m.loss()).addTarget(m.trainOp()).run()) {
+            losses.add((double) floats(res.get(0))[0]);
+          } finally {
+            feeds.forEach(Tensor::close);
+          }
+        }
+        Session.Runner r = s.runner();
+        fetch.forEach(f -> r.fetch(f, 0));
+        try (Result res = r.run()) {
+          for (int i = 0; i < fetch.size(); i++) {
+            values.add(floats(res.get(i)));
+          }
+        }
+      }
+    }
+    return new Run(losses, values);
+  }
+
+  private static float[] floats(Tensor t) {
+    FloatDataBuffer b = t.asRawTensor().data().asFloats();
+    float[] a = new float[(int) b.size()];
+    b.read(a);
+    return a;
+  }
+}
