@@ -145,9 +145,10 @@ public final class SlotOffload {
         Slot s = byVar.get(GraphImporter.opName(n.getInput(0)));
         String p = SCOPE + s.var().getName();
         String ser = p + "/init_serialize_" + name.replace('/', '_');
-        added.add(node(ser, "SerializeTensor", n.getDevice(), n.getInput(1))
+        added.add(node(ser, "SerializeTensor", hostDevice(n.getDevice()), n.getInput(1))
             .putAttr("T", type(s.dtype())).build());
-        NodeDef.Builder a = n.toBuilder().setInput(0, hostOf(s.var().getName())).setInput(1, ser)
+        NodeDef.Builder a = n.toBuilder().setDevice(hostDevice(n.getDevice()))
+            .setInput(0, hostOf(s.var().getName())).setInput(1, ser)
             .putAttr("T", type(DataType.DT_STRING))
             .putAttr("validate_shape", AttrValue.newBuilder().setB(true).build());
         b.addNode(a);
@@ -202,9 +203,10 @@ public final class SlotOffload {
     String var = s.var().getName();
     String p = SCOPE + var;
     String dev = s.var().getDevice();
+    String host = hostDevice(dev);
     NodeDef u = s.update();
     List<NodeDef> out = new ArrayList<>();
-    out.add(node(hostOf(var), "VariableV2", dev)
+    out.add(node(hostOf(var), "VariableV2", host)
         .putAttr("dtype", type(DataType.DT_STRING))
         .putAttr("shape", AttrValue.newBuilder().setShape(TensorShapeProto.newBuilder()).build())
         .putAttr("container", AttrValue.newBuilder().setS(ByteString.EMPTY).build())
@@ -225,7 +227,7 @@ public final class SlotOffload {
     for (TensorShapeProto.Dim d : s.var().getAttrOrThrow("shape").getShape().getDimList()) {
       shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d.getSize()));
     }
-    NodeDef.Builder parse = node(p + "/parse", "ParseTensor", dev, hostOf(var))
+    NodeDef.Builder parse = node(p + "/parse", "ParseTensor", host, hostOf(var))
         .putAttr("out_type", type(s.dtype()))
         .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build());
     after.forEach(parse::addInput);
@@ -238,9 +240,9 @@ public final class SlotOffload {
         // value only when its allocator constraints are relaxed, as grappler relaxes them)
         .putAttr("_grappler_relax_allocator_constraints",
             AttrValue.newBuilder().setB(true).build()).build());
-    out.add(node(p + "/save", "SerializeTensor", dev, p + "/in", "^" + u.getName())
+    out.add(node(p + "/save", "SerializeTensor", host, p + "/in", "^" + u.getName())
         .putAttr("T", type(s.dtype())).build());
-    out.add(node(p + "/out", "Assign", dev, hostOf(var), p + "/save")
+    out.add(node(p + "/out", "Assign", host, hostOf(var), p + "/save")
         .putAttr("T", type(DataType.DT_STRING))
         .putAttr("validate_shape", AttrValue.newBuilder().setB(true).build())
         .putAttr("use_locking", AttrValue.newBuilder().setB(true).build()).build());
@@ -255,7 +257,7 @@ public final class SlotOffload {
         .putAttr("use_locking", AttrValue.newBuilder().setB(true).build())
         .putAttr(HOLDS_ATTR, AttrValue.newBuilder().setS(ByteString.copyFromUtf8(p + "/parse"))
             .build()).build());
-    out.add(node(valueOf(var), "ParseTensor", dev, hostOf(var))
+    out.add(node(valueOf(var), "ParseTensor", host, hostOf(var))
         .putAttr("out_type", type(s.dtype()))
         .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build()).build());
     return out;
@@ -291,6 +293,16 @@ public final class SlotOffload {
       }
     }
     return depth;
+  }
+
+  /**
+   * Where the host copy and its (de)serialization run for a slot on {@code device}: the CPU
+   * where the slot is on a GPU (TensorFlow has no GPU kernels for strings; the parse's output
+   * then reaches the slot's device through the assign that brings it in, the host-to-device
+   * copy), else the slot's own device.
+   */
+  static String hostDevice(String device) {
+    return device.toUpperCase(java.util.Locale.ROOT).contains("GPU") ? "/device:CPU:0" : device;
   }
 
   private static boolean isVariable(String input, Slot s) {

@@ -175,6 +175,32 @@ class SlotOffloadTest {
     return bytes;
   }
 
+  /**
+   * On a GPU (structurally only: no GPU here) the host copy, its parse and serialization stay
+   * on the CPU, where TensorFlow has string kernels; the slot, its assigns and the update keep
+   * the GPU.
+   */
+  @Test
+  void onAGpuTheHostSideStaysOnTheCpu() {
+    TrainingGraph tg = AdamNet.mlp(64, 256, 4);
+    GraphDef.Builder b = tg.graphDef().toBuilder();
+    for (int i = 0; i < b.getNodeCount(); i++) {
+      b.setNode(i, b.getNode(i).toBuilder().setDevice("/device:GPU:0"));
+    }
+    Map<String, NodeDef> n = TfTests.nodes(SlotOffload.rewrite(b.build(),
+        tg.manifest().runOps(), SlotOffload.DEFAULT_MIN_BYTES).graphDef());
+    String p = SlotOffload.SCOPE + "dense0_kernel-m";
+    for (String cpu : List.of(SlotOffload.hostOf("dense0_kernel-m"), p + "/parse", p + "/save",
+        p + "/out", SlotOffload.valueOf("dense0_kernel-m"))) {
+      assertThat(n.get(cpu).getDevice()).as(cpu).isEqualTo("/device:CPU:0");
+    }
+    for (String gpu : List.of("dense0_kernel-m", p + "/in", p + "/free")) {
+      assertThat(n.get(gpu).getDevice()).as(gpu).isEqualTo("/device:GPU:0");
+    }
+    assertThat(n.values().stream().filter(x -> x.getOp().equals("SerializeTensor"))
+        .allMatch(x -> x.getDevice().equals("/device:CPU:0"))).isTrue();
+  }
+
   /** Losses of {@code steps} steps and the values of {@code fetch} after them. */
   private record Run(List<Double> losses, List<float[]> values) {}
 
