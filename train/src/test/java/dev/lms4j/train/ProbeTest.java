@@ -269,7 +269,10 @@ class ProbeTest {
     TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.MLP_DROPOUT
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
     long budget = 45 * MIB;
-    Lms auto = Lms.builder().budget(budget).memRatio(LmsBuilder.ORDERED_MEM_RATIO).build();
+    // the optimizer's slots on the device: kept on the host, they let a plan fit at 45 MiB
+    // (SlotOffload), and this test is about the probe's last margin
+    Lms auto = Lms.builder().budget(budget).memRatio(LmsBuilder.ORDERED_MEM_RATIO)
+        .slotOffload(false).build();
     assertThatThrownBy(() -> auto.rewrite(tg)).isInstanceOf(PlanningException.class);
     Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
         LmsBuilder.ORDERED_MEM_RATIO));
@@ -284,7 +287,8 @@ class ProbeTest {
     assertThat(smallest).isGreaterThan(budget).isLessThanOrEqualTo(budget + budget / 4);
 
     Probe.Outcome at = Probe.closeLoop(tg, Lms.builder().budget(smallest)
-        .memRatio(LmsBuilder.ORDERED_MEM_RATIO).build(), Probe.Options.of(smallest,
+        .memRatio(LmsBuilder.ORDERED_MEM_RATIO).slotOffload(false).build(),
+        Probe.Options.of(smallest,
         LmsBuilder.ORDERED_MEM_RATIO));
     assertThat(at.trains()).as(at.message()).isTrue();
     assertThat(at.result().rewritten()).isTrue();

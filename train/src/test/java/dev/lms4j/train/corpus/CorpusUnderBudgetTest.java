@@ -59,7 +59,8 @@ class CorpusUnderBudgetTest {
     long budget = 5 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
-    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT)
+        .slotOffload(false).build()
         .rewrite(tg)).isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget");
     for (LmsMode mode : List.of(LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS)) {
@@ -73,7 +74,8 @@ class CorpusUnderBudgetTest {
     }
     // without the rewrites, the n-input sums set a floor above this budget
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO).gradientSums(false)
-        .optimizerEdges(false).build().rewrite(tg)).isInstanceOf(PlanningException.class);
+        .optimizerEdges(false).slotOffload(false).build().rewrite(tg))
+        .isInstanceOf(PlanningException.class);
   }
 
   @Test
@@ -92,7 +94,8 @@ class CorpusUnderBudgetTest {
         BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
       }
     }
-    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT)
+        .slotOffload(false).build()
         .rewrite(tg)).isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget");
   }
@@ -121,7 +124,8 @@ class CorpusUnderBudgetTest {
     // at 21 MiB, where TensorFlow runs out of memory, the live bytes (20.1 MiB) still fit but
     // the allocator model does not: the graph as given is no longer taken, the budget refused
     assertThatThrownBy(() -> Lms.builder().budget(21 * MIB).mode(LmsMode.AUTO)
-        .gradientSums(false).build().rewrite(lstm)).isInstanceOf(PlanningException.class)
+        .gradientSums(false).slotOffload(false).build().rewrite(lstm))
+        .isInstanceOf(PlanningException.class)
         .hasMessageContaining("TensorFlow's allocator");
   }
 
@@ -167,7 +171,8 @@ class CorpusUnderBudgetTest {
       BudgetedRuns.assertTrainsLikeTheReference(mode.cliName(), lr, tg, budget, reference);
     }
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO)
-        .sparseUpdates(false).build().rewrite(tg)).isInstanceOf(PlanningException.class);
+        .sparseUpdates(false).slotOffload(false).build().rewrite(tg))
+        .isInstanceOf(PlanningException.class);
   }
 
   /**
@@ -191,7 +196,8 @@ class CorpusUnderBudgetTest {
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
     eachPlansAndTrains(tg, budget, reference, LmsMode.AUTO, LmsMode.SWAP, LmsMode.TFLMS);
-    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+    assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT)
+        .slotOffload(false).build()
         .rewrite(tg)).isInstanceOf(PlanningException.class)
         .hasMessageContaining("smallest budget");
   }
@@ -309,7 +315,8 @@ class CorpusUnderBudgetTest {
       assertThat(remat.recompute().groups()).isNotEmpty();
       BudgetedRuns.assertTrainsLikeTheReference("remat", remat, tg, budget, reference);
     } else {
-      assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT).build()
+      assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.REMAT)
+          .slotOffload(false).build()
           .rewrite(tg)).isInstanceOf(PlanningException.class)
           .hasMessageContaining("smallest budget");
     }
