@@ -132,12 +132,18 @@ public final class Lms {
    * that qualifies. A probe that ran the first plan out of memory tries it as an alternative.
    */
   public Lms withSlotOffload(TrainingGraph tg) {
-    if (!slotOffload || offloadNow || !mode.plans()) {
-      return offloadNow ? this : null;
-    }
-    Set<String> targets = targets(tg.manifest().runOps(), tg.manifest().trainOp());
-    if (targets.isEmpty() || !SlotOffload.rewrite(tg.graphDef(), targets,
-        SlotOffload.DEFAULT_MIN_BYTES).changed()) {
+    return offloadNow ? this : offloading(tg.graphDef(),
+        targets(tg.manifest().runOps(), tg.manifest().trainOp()));
+  }
+
+  /**
+   * This configuration planning with the slots on the host, or null where slot offload is off,
+   * already on, the mode does not plan, or no slot of the step running {@code targets}
+   * qualifies.
+   */
+  private Lms offloading(GraphDef gd, Set<String> targets) {
+    if (!slotOffload || offloadNow || !mode.plans()
+        || !SlotOffload.qualifies(gd, targets, SlotOffload.DEFAULT_MIN_BYTES)) {
       return null;
     }
     LmsBuilder b = source.copy();
@@ -338,18 +344,15 @@ public final class Lms {
     try {
       return rewritePlanned(gd, feedShapes, trainOp, runOps, initOp, ordered);
     } catch (PlanningException e) {
-      Set<String> targets = targets(runOps, trainOp);
-      if (!slotOffload || offloadNow || !mode.plans() || targets.isEmpty()
-          || !SlotOffload.rewrite(gd, targets, SlotOffload.DEFAULT_MIN_BYTES).changed()) {
+      Lms offloaded = offloading(gd, targets(runOps, trainOp));
+      if (offloaded == null) {
         throw e;
       }
       // the last lever: the optimizer's slots leave the device between their updates
       LOG.info("[LMS][0] No plan fits with the optimizer's slots on the device ({}); planning "
           + "again with them kept on the host between their updates", e.getMessage());
-      LmsBuilder b = source.copy();
-      b.offloadNow = true;
       try {
-        return b.build().rewrite(gd, feedShapes, trainOp, runOps, initOp, ordered);
+        return offloaded.rewrite(gd, feedShapes, trainOp, runOps, initOp, ordered);
       } catch (PlanningException again) {
         throw again.smallestBudgetBytes() > 0 && (e.smallestBudgetBytes() <= 0
             || again.smallestBudgetBytes() < e.smallestBudgetBytes()) ? again : e;

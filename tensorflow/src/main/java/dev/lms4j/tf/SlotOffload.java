@@ -86,6 +86,11 @@ public final class SlotOffload {
     }
   }
 
+  /** The name of slot {@code s}'s offload node {@code suffix} ({@code /in}, {@code /free}). */
+  private static String nameOf(Slot s, String suffix) {
+    return SCOPE + s.var().getName() + suffix;
+  }
+
   /** The node name of slot {@code slot}'s host copy, for checkpoints. */
   public static String hostOf(String slot) {
     return SCOPE + slot + HOST;
@@ -111,14 +116,26 @@ public final class SlotOffload {
         : rewrite(gd, targets, minBytes, false);
   }
 
-  private static Result rewrite(GraphDef gd, Set<String> targets, long minBytes,
-      boolean chain) {
+  /**
+   * True when {@link #rewrite} would offload a slot of the step that runs {@code targets}
+   * (without building the rewritten graph).
+   */
+  public static boolean qualifies(GraphDef gd, Set<String> targets, long minBytes) {
+    return !slots(gd, targets, minBytes).isEmpty();
+  }
+
+  /** The qualifying slots of the step that runs {@code targets}; none where offloaded already. */
+  private static List<Slot> slots(GraphDef gd, Set<String> targets, long minBytes) {
     if (targets.isEmpty() || gd.getNodeList().stream().anyMatch(n -> n.getName()
         .startsWith(SCOPE))) {
-      return new Result(gd, List.of(), 0);
+      return List.of();
     }
-    Set<String> step = GraphImporter.ancestors(gd, targets);
-    List<Slot> slots = slots(gd, step, minBytes);
+    return qualifying(gd, GraphImporter.ancestors(gd, targets), minBytes);
+  }
+
+  private static Result rewrite(GraphDef gd, Set<String> targets, long minBytes,
+      boolean chain) {
+    List<Slot> slots = slots(gd, targets, minBytes);
     if (slots.isEmpty()) {
       return new Result(gd, List.of(), 0);
     }
@@ -143,8 +160,7 @@ public final class SlotOffload {
           && byVar.containsKey(GraphImporter.opName(n.getInput(0)))) {
         // an initializer: the value goes to the host copy, serialized, under the same name
         Slot s = byVar.get(GraphImporter.opName(n.getInput(0)));
-        String p = SCOPE + s.var().getName();
-        String ser = p + "/init_serialize_" + name.replace('/', '_');
+        String ser = nameOf(s, "/init_serialize_" + name.replace('/', '_'));
         added.add(node(ser, "SerializeTensor", hostDevice(n.getDevice()), n.getInput(1))
             .putAttr("T", type(s.dtype())).build());
         NodeDef.Builder a = n.toBuilder().setDevice(hostDevice(n.getDevice()))
@@ -158,14 +174,14 @@ public final class SlotOffload {
       NodeDef.Builder nb = n.toBuilder();
       if (mine != null) {
         for (Slot s : mine) {
-          nb.setInput(s.input(), SCOPE + s.var().getName() + "/in");
+          nb.setInput(s.input(), nameOf(s, "/in"));
         }
       }
       // ops ordered after an update wait for its slots to go back out
       for (String in : n.getInputList()) {
         if (in.startsWith("^") && byUpdate.containsKey(in.substring(1))) {
           for (Slot s : byUpdate.get(in.substring(1))) {
-            nb.addInput("^" + SCOPE + s.var().getName() + "/free");
+            nb.addInput("^" + nameOf(s, "/free"));
           }
         }
       }
@@ -181,7 +197,7 @@ public final class SlotOffload {
     for (int i = 1; chain && i < updates.size(); i++) {
       List<String> prev = new ArrayList<>();
       for (Slot s : byUpdate.get(updates.get(i - 1))) {
-        prev.add("^" + SCOPE + s.var().getName() + "/free");
+        prev.add("^" + nameOf(s, "/free"));
       }
       waits.put(updates.get(i), prev);
     }
@@ -311,7 +327,7 @@ public final class SlotOffload {
   }
 
   /** The slots of the step's updates that qualify (see the class comment). */
-  private static List<Slot> slots(GraphDef gd, Set<String> step, long minBytes) {
+  private static List<Slot> qualifying(GraphDef gd, Set<String> step, long minBytes) {
     Map<String, NodeDef> byName = new HashMap<>();
     Map<String, List<NodeDef>> consumers = new HashMap<>();
     for (NodeDef n : gd.getNodeList()) {

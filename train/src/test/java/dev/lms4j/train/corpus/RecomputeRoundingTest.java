@@ -47,6 +47,12 @@ class RecomputeRoundingTest {
     return out;
   }
 
+  /** auto's simulated peak without a budget (after the rewrites before planning). */
+  private static long unbudgetedPeak(TrainingGraph tg, Map<String, Long> noScratch) {
+    return Lms.builder().budget(1L << 40).mode(LmsMode.AUTO).scratch(noScratch).build()
+        .rewrite(tg).predictedPeakAfter();
+  }
+
   /** The graph TensorFlow ran after grappler: node name to "Op [inputs]". */
   private static Map<String, String> optimized(TrainingGraph tg, GraphDef gd) {
     Map<String, String> out = new TreeMap<>();
@@ -94,8 +100,7 @@ class RecomputeRoundingTest {
   void theEinsumEncodersGeluIsReassociatedTheSameWay() {
     TrainingGraph tg = Corpus.Family.ENCODER_EINSUM.build(Corpus.Size.TEST, 42);
     Map<String, Long> noScratch = dev.lms4j.train.BudgetedRuns.noScratch(tg);
-    long peak = Lms.builder().budget(1L << 40).mode(LmsMode.AUTO).scratch(noScratch).build()
-        .rewrite(tg).predictedPeakAfter();
+    long peak = unbudgetedPeak(tg, noScratch);
     LmsResult lr = Lms.builder().budget(peak).mode(LmsMode.AUTO).scratch(noScratch).build()
         .rewrite(tg);
     assertThat(lr.memoryPlan().recompute().groups())
@@ -133,8 +138,7 @@ class RecomputeRoundingTest {
   void theMixedMlpsRecomputedBiasAddKeepsItsMatMulUnfused() {
     TrainingGraph tg = Corpus.Family.MLP_MIXED.build(Corpus.Size.TEST, 42);
     Map<String, Long> noScratch = dev.lms4j.train.BudgetedRuns.noScratch(tg);
-    long peak = Lms.builder().budget(1L << 40).mode(LmsMode.AUTO).scratch(noScratch).build()
-        .rewrite(tg).predictedPeakAfter();
+    long peak = unbudgetedPeak(tg, noScratch);
     LmsResult lr = Lms.builder().budget((long) (peak * 0.9)).mode(LmsMode.REMAT)
         .scratch(noScratch).build().rewrite(tg);
     assertThat(lr.memoryPlan().recompute().groups())
