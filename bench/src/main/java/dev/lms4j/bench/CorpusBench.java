@@ -312,7 +312,9 @@ public final class CorpusBench {
               .put("optimizer_edges_removed", p.pre.optimizerEdgesRemoved())
               .put("sparse_updates", p.pre.sparseUpdates())
               .put("offloaded_slots", p.pre.offloadedSlots())
-              .put("offloaded_slot_bytes", p.pre.offloadedBytes());
+              .put("offloaded_slot_bytes", p.pre.offloadedBytes())
+              .put("offloaded_weights", p.pre.offloadedWeights())
+              .put("offloaded_weight_bytes", p.pre.offloadedWeightBytes());
         }
       } else {
         row.put("why", p.why);
@@ -468,6 +470,7 @@ public final class CorpusBench {
       try {
         Lms lms = Lms.builder().budget(budget).mode(m.mode).gradientSums(c.pre())
             .optimizerEdges(c.pre()).sparseUpdates(c.pre()).slotOffload(c.pre())
+            .weightOffload(c.pre())
             .serialOrder(c.ordered()).build();
         LmsResult lr = lms.rewrite(tg);
         run = new TrainingGraph(lr.graphDef(), tg.manifest());

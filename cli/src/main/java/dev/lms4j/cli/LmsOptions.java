@@ -164,6 +164,14 @@ final class LmsOptions {
           + "bytes per step).")
   boolean noSlotOffload;
 
+  @Option(names = "--no-weight-offload",
+      description = "Keep the weights on the device. By default, where no plan fits even with "
+          + "the optimizer's slots on the host, planning modes try again with each weight that "
+          + "one update of the step changes in place kept in host memory and parsed right "
+          + "before each op that reads it (bit-identical; a copy of its bytes per read and two "
+          + "per update, per step). --no-slot-offload turns this off too.")
+  boolean noWeightOffload;
+
   @Option(names = "--no-init-constants",
       description = "Let TensorFlow fold large zero or constant initializer Fills (e.g. "
           + "optimizer slots) into constants that it holds for the session's life.")
@@ -281,7 +289,7 @@ final class LmsOptions {
     b.swapPath(dev.lms4j.tf.SwapPath.parse(swapPath)).swapOverlap(swapOverlap);
     b.gradientSums(!noGradientSums).optimizerEdges(!noOptimizerEdges)
         .initConstants(!noInitConstants).sparseUpdates(!noSparseUpdates)
-        .slotOffload(!noSlotOffload).serialOrder(serialOrder);
+        .slotOffload(!noSlotOffload).weightOffload(!noWeightOffload).serialOrder(serialOrder);
     b.smallNodeLimitBytes(smallNodeLimitBytes())
         .scheduler(Scheduling.Scheduler.parse(scheduler)).backwardScope(backwardScope());
     if (!recompute.isEmpty()) {

@@ -55,6 +55,8 @@ final class Reports {
           .put("sparse_update_bytes", p.sparseUpdateBytes())
           .put("offloaded_slots", p.offloadedSlots())
           .put("offloaded_slot_bytes", p.offloadedBytes())
+          .put("offloaded_weights", p.offloadedWeights())
+          .put("offloaded_weight_bytes", p.offloadedWeightBytes())
           .put("peak_after_bytes", p.peakAfter());
     }
     if (lms.initLayout() != null) {

@@ -81,6 +81,8 @@ public final class Lms {
   private final boolean sparseUpdates;
   private final boolean slotOffload;
   private final boolean offloadNow;
+  private final boolean weightOffload;
+  private final boolean weightsNow;
   private final boolean allocatorCheck;
   private final boolean serialOrder;
   private final Map<String, Long> scratch;
@@ -107,6 +109,8 @@ public final class Lms {
     this.sparseUpdates = b.sparseUpdates;
     this.slotOffload = b.slotOffload;
     this.offloadNow = b.offloadNow;
+    this.weightOffload = b.weightOffload;
+    this.weightsNow = b.weightsNow;
     this.allocatorCheck = b.allocatorCheck;
     this.serialOrder = b.serialOrder;
     this.scratch = b.scratch;
@@ -126,29 +130,38 @@ public final class Lms {
   }
 
   /**
-   * The same configuration with the optimizer's slots kept on the host between their updates
-   * ({@link SlotOffload}) whenever it plans, or null where slot offload is off
-   * ({@link LmsBuilder#slotOffload(boolean)}), the mode does not plan, or {@code tg} has no slot
-   * that qualifies. A probe that ran the first plan out of memory tries it as an alternative.
+   * The next offload this configuration can plan with: the slots on the host
+   * (where they qualify), else the weights too ({@link LmsBuilder#weightOffload}); null
+   * where there is none left (offload off, the mode does not plan, nothing more qualifies).
+   * A probe whose plans ran out of memory tries them as alternatives.
    */
-  public Lms withSlotOffload(TrainingGraph tg) {
-    return offloadNow ? this : offloading(tg.graphDef(),
-        targets(tg.manifest().runOps(), tg.manifest().trainOp()));
+  public Lms withNextOffload(TrainingGraph tg) {
+    return offloading(tg.graphDef(), targets(tg.manifest().runOps(), tg.manifest().trainOp()));
   }
 
   /**
-   * This configuration planning with the slots on the host, or null where slot offload is off,
-   * already on, the mode does not plan, or no slot of the step running {@code targets}
-   * qualifies.
+   * This configuration planning with the next offload: the slots on the host where they are
+   * not yet and one qualifies, else the weights too where they are not yet and one qualifies;
+   * null where offload is off, the mode does not plan, or nothing more qualifies.
    */
   private Lms offloading(GraphDef gd, Set<String> targets) {
-    if (!slotOffload || offloadNow || !mode.plans()
-        || !SlotOffload.qualifies(gd, targets, SlotOffload.DEFAULT_MIN_BYTES)) {
+    if (!mode.plans()) {
       return null;
     }
     LmsBuilder b = source.copy();
-    b.offloadNow = true;
-    return b.build();
+    if (slotOffload && !offloadNow && !weightsNow
+        && SlotOffload.qualifies(gd, targets, SlotOffload.DEFAULT_MIN_BYTES)) {
+      b.offloadNow = true;
+      return b.build();
+    }
+    if (slotOffload && weightOffload && !weightsNow
+        && SlotOffload.weightsQualify(gd, targets, SlotOffload.DEFAULT_MIN_BYTES)) {
+      // the slots go with the weights
+      b.offloadNow = true;
+      b.weightsNow = true;
+      return b.build();
+    }
+    return null;
   }
 
   /** A builder: no budget, TFLMS's default parameters (auto-tuned), host tier. */
@@ -348,9 +361,17 @@ public final class Lms {
       if (offloaded == null) {
         throw e;
       }
-      // the last lever: the optimizer's slots leave the device between their updates
-      LOG.info("[LMS][0] No plan fits with the optimizer's slots on the device ({}); planning "
-          + "again with them kept on the host between their updates", e.getMessage());
+      // the last levers: the optimizer's slots, then the weights, leave the device between
+      // their uses
+      if (offloaded.weightsNow) {
+        LOG.info("[LMS][0] No plan fits with the weights on the device ({}); planning again "
+            + "with them kept on the host, parsed just before each op that reads them",
+            e.getMessage());
+      } else {
+        LOG.info("[LMS][0] No plan fits with the optimizer's slots on the device ({}); "
+            + "planning again with them kept on the host between their updates",
+            e.getMessage());
+      }
       try {
         return offloaded.rewrite(gd, feedShapes, trainOp, runOps, initOp, ordered);
       } catch (PlanningException again) {
@@ -466,25 +487,31 @@ public final class Lms {
       }
       int slots = 0;
       long slotBytes = 0;
+      int weights = 0;
+      long weightBytes = 0;
       if (offloadNow) {
         // after the others: they read the graph as the user wrote it (GradientSums refuses a
         // graph holding lms4j's ops)
         SlotOffload.Result r = SlotOffload.rewrite(gd, Set.copyOf(targets),
-            SlotOffload.DEFAULT_MIN_BYTES);
+            SlotOffload.DEFAULT_MIN_BYTES, weightsNow);
         if (r.changed()) {
           gd = r.graphDef();
           slots = r.slots().size();
           slotBytes = r.bytes();
+          weights = r.weights().size();
+          weightBytes = r.weightBytes();
           model = importModel(gd, feedShapes, runOps);
           LOG.info("[LMS][0] Before planning: {} optimizer slots ({} MiB) kept on the host "
-              + "between their updates (bit-identical; two copies of their bytes per step)",
-              slots, String.format("%.1f", slotBytes / 1048576.0));
+              + "between their updates, {} weights ({} MiB) between their reads (bit-identical; "
+              + "per step, two copies of a slot's bytes, a weight's per read and two)",
+              slots, String.format("%.1f", slotBytes / 1048576.0), weights,
+              String.format("%.1f", weightBytes / 1048576.0));
         }
       }
       if (gd != given) {
         pre = new LmsResult.PreRewrites(sums, removed, addedEdges,
             SwapAutoTuner.simulatePeak(model, SwapPlan.empty(params)), fills, fillBytes, sparse,
-            sparseBytes, slots, slotBytes);
+            sparseBytes, slots, slotBytes, weights, weightBytes);
         LOG.info("[LMS][0] Before planning: {} gradient sums turned into running accumulations, "
             + "{} optimizer control edges removed ({} added to keep variable reads before "
             + "updates); simulated peak {} -> {} MiB", sums, removed, addedEdges,

@@ -57,8 +57,11 @@ public final class LmsBuilder implements Cloneable {
   boolean initConstants = true;
   boolean sparseUpdates = true;
   boolean slotOffload = true;
+  boolean weightOffload = true;
   /** Set on the copy that plans again with the slots offloaded ({@link Lms}). */
   boolean offloadNow;
+  /** Set on the copy that plans again with the weights offloaded too ({@link Lms}). */
+  boolean weightsNow;
   boolean allocatorCheck = true;
   boolean serialOrder = true;
   Map<String, Long> scratch = Map.of();
@@ -130,6 +133,20 @@ public final class LmsBuilder implements Cloneable {
    */
   public LmsBuilder slotOffload(boolean on) {
     this.slotOffload = on;
+    return this;
+  }
+
+  /**
+   * Whether weights may be kept in host memory between their uses ({@link SlotOffload} with
+   * weights; default on, bit-identical): where no plan fits even with the optimizer's slots on
+   * the host (or there are none), the graph is planned again with each qualifying weight (a
+   * variable updated in place by one update of the step, read before it) parsed from its host
+   * copy right before each op that reads it, and brought in around its update as a slot is (a
+   * copy of its bytes per read and two per update, per step). Needs slot offload on. Off:
+   * {@code --no-weight-offload}.
+   */
+  public LmsBuilder weightOffload(boolean on) {
+    this.weightOffload = on;
     return this;
   }
 

@@ -81,10 +81,15 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
    * @param initConstantBytes     those Fills' output bytes together
    * @param sparseUpdates         dense table updates made sparse ({@link SparseUpdates})
    * @param sparseUpdateBytes     the dense gradients' bytes a step no longer computes
+   * @param offloadedSlots        optimizer slots kept on the host ({@link SlotOffload})
+   * @param offloadedBytes        their bytes
+   * @param offloadedWeights      weights kept on the host between their reads
+   * @param offloadedWeightBytes  their bytes
    */
   public record PreRewrites(int gradientSums, int optimizerEdgesRemoved,
       int optimizerEdgesAdded, long peakAfter, int initConstants, long initConstantBytes,
-      int sparseUpdates, long sparseUpdateBytes, int offloadedSlots, long offloadedBytes) {
+      int sparseUpdates, long sparseUpdateBytes, int offloadedSlots, long offloadedBytes,
+      int offloadedWeights, long offloadedWeightBytes) {
     /** Nothing rewritten. */
     public static final PreRewrites NONE = new PreRewrites(0, 0, 0, 0);
 
@@ -99,7 +104,7 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
     public PreRewrites(int gradientSums, int optimizerEdgesRemoved, int optimizerEdgesAdded,
         long peakAfter) {
       this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, 0, 0, 0, 0, 0,
-          0);
+          0, 0, 0);
     }
 
     /** As the canonical constructor, without offloaded slots ({@link SlotOffload}). */
@@ -107,13 +112,14 @@ public record LmsResult(GraphDef graphDef, MemoryPlan memoryPlan, DataflowGraph 
         long peakAfter, int initConstants, long initConstantBytes, int sparseUpdates,
         long sparseUpdateBytes) {
       this(gradientSums, optimizerEdgesRemoved, optimizerEdgesAdded, peakAfter, initConstants,
-          initConstantBytes, sparseUpdates, sparseUpdateBytes, 0, 0);
+          initConstantBytes, sparseUpdates, sparseUpdateBytes, 0, 0, 0, 0);
     }
 
     /** Whether any of them changed the graph. */
     public boolean changed() {
       return gradientSums > 0 || optimizerEdgesRemoved > 0 || optimizerEdgesAdded > 0
-          || initConstants > 0 || sparseUpdates > 0 || offloadedSlots > 0;
+          || initConstants > 0 || sparseUpdates > 0 || offloadedSlots > 0
+          || offloadedWeights > 0;
     }
   }
 

@@ -79,10 +79,19 @@ public final class SlotOffload {
 
   private SlotOffload() {}
 
-  /** The rewritten graph and the slots offloaded (names), with their bytes. */
-  public record Result(GraphDef graphDef, List<String> slots, long bytes) {
+  /**
+   * The rewritten graph, the slots offloaded (names) with their bytes, and the weights offloaded
+   * ({@link #rewrite(GraphDef, Set, long, boolean)} with weights) with theirs.
+   */
+  public record Result(GraphDef graphDef, List<String> slots, long bytes, List<String> weights,
+      long weightBytes) {
+    /** A result without weights. */
+    public Result(GraphDef graphDef, List<String> slots, long bytes) {
+      this(graphDef, slots, bytes, List.of(), 0);
+    }
+
     public boolean changed() {
-      return !slots.isEmpty();
+      return !slots.isEmpty() || !weights.isEmpty();
     }
   }
 
@@ -101,18 +110,56 @@ public final class SlotOffload {
     return SCOPE + slot + VALUE;
   }
 
-  /** A slot and the update that reads it. */
-  private record Slot(NodeDef var, NodeDef update, int input, long bytes, DataType dtype) {}
+  /**
+   * A slot and the update that reads it; for a weight ({@code input} 0), also the step's other
+   * readers ({@code reads}: the node and the input index) and its shape readers ({@code Shape},
+   * {@code Size}, {@code Rank}: made constants).
+   */
+  private record Slot(NodeDef var, NodeDef update, int input, long bytes, DataType dtype,
+      List<Read> reads, List<NodeDef> shapeReads) {
+    Slot(NodeDef var, NodeDef update, int input, long bytes, DataType dtype) {
+      this(var, update, input, bytes, dtype, List.of(), List.of());
+    }
+
+    boolean weight() {
+      return input == 0;
+    }
+  }
+
+  /** A reader of a weight in the step: {@code node}'s input {@code input}. */
+  private record Read(NodeDef node, int input) {}
+
+  /** Ops whose output is only their input's shape: a weight's are made constants. */
+  private static final Set<String> SHAPE_READERS = Set.of("Shape", "Size", "Rank");
 
   /**
    * Offloads every qualifying slot of the step that runs {@code targets} (op or tensor names).
    * A graph whose slots are offloaded already is returned as it is.
    */
   public static Result rewrite(GraphDef gd, Set<String> targets, long minBytes) {
-    Result chained = rewrite(gd, targets, minBytes, true);
+    return rewrite(gd, targets, minBytes, false);
+  }
+
+  /**
+   * As {@link #rewrite(GraphDef, Set, long)}; with {@code weights}, the weights too: a weight
+   * ({@code VariableV2} of at least {@code minBytes}, updated in place by one {@code Apply*}
+   * update of the step, read by other ops of the step only before that update can run, and
+   * otherwise only by initializers and shape ops) is kept on the host as a slot is around its
+   * update, and every other reader reads a parse of the host copy made just before it
+   * ({@code read_k = Reshape(ParseTensor(host), shape)}, control inputs: the reader's other
+   * inputs), which the host copy's {@code out} waits for; its shape readers become constants.
+   * The weights go as ZeRO-Offload's parameters go: only where nothing else fits.
+   */
+  public static Result rewrite(GraphDef gd, Set<String> targets, long minBytes,
+      boolean weights) {
+    Result chained = rewrite(gd, targets, minBytes, weights, true);
+    if (!chained.changed() || ScheduleRewriter.cycle(chained.graphDef()).isEmpty()) {
+      return chained;
+    }
     // the chain follows the graph's depth, which a graph that orders an update before another
     // one's gradient could contradict: then each slot waits for its own update's inputs only
-    return !chained.changed() || ScheduleRewriter.cycle(chained.graphDef()).isEmpty() ? chained
+    Result unchained = rewrite(gd, targets, minBytes, weights, false);
+    return !weights || ScheduleRewriter.cycle(unchained.graphDef()).isEmpty() ? unchained
         : rewrite(gd, targets, minBytes, false);
   }
 
@@ -121,23 +168,44 @@ public final class SlotOffload {
    * (without building the rewritten graph).
    */
   public static boolean qualifies(GraphDef gd, Set<String> targets, long minBytes) {
-    return !slots(gd, targets, minBytes).isEmpty();
+    return !slots(gd, targets, minBytes, false).isEmpty();
+  }
+
+  /**
+   * True when {@link #rewrite(GraphDef, Set, long, boolean)} with weights would offload a weight
+   * of the step that runs {@code targets}.
+   */
+  public static boolean weightsQualify(GraphDef gd, Set<String> targets, long minBytes) {
+    return slots(gd, targets, minBytes, true).stream().anyMatch(Slot::weight);
   }
 
   /** The qualifying slots of the step that runs {@code targets}; none where offloaded already. */
-  private static List<Slot> slots(GraphDef gd, Set<String> targets, long minBytes) {
+  private static List<Slot> slots(GraphDef gd, Set<String> targets, long minBytes,
+      boolean weights) {
     if (targets.isEmpty() || gd.getNodeList().stream().anyMatch(n -> n.getName()
         .startsWith(SCOPE))) {
       return List.of();
     }
-    return qualifying(gd, GraphImporter.ancestors(gd, targets), minBytes);
+    return qualifying(gd, GraphImporter.ancestors(gd, targets), minBytes, weights);
   }
 
   private static Result rewrite(GraphDef gd, Set<String> targets, long minBytes,
-      boolean chain) {
-    List<Slot> slots = slots(gd, targets, minBytes);
+      boolean weights, boolean chain) {
+    List<Slot> slots = slots(gd, targets, minBytes, weights);
     if (slots.isEmpty()) {
       return new Result(gd, List.of(), 0);
+    }
+    Map<String, List<String[]>> readsOf = new HashMap<>(); // reader -> {input index, read node}
+    Map<String, NodeDef> shapeConsts = new HashMap<>();
+    for (Slot s : slots) {
+      for (int k = 0; k < s.reads().size(); k++) {
+        Read r = s.reads().get(k);
+        readsOf.computeIfAbsent(r.node().getName(), x -> new ArrayList<>())
+            .add(new String[] {Integer.toString(r.input()), nameOf(s, "/read_" + k)});
+      }
+      for (NodeDef sh : s.shapeReads()) {
+        shapeConsts.put(sh.getName(), shapeConst(sh, s));
+      }
     }
     Map<String, Slot> byVar = new LinkedHashMap<>();
     Map<String, List<Slot>> byUpdate = new HashMap<>();
@@ -170,8 +238,15 @@ public final class SlotOffload {
         b.addNode(a);
         continue;
       }
+      if (shapeConsts.containsKey(name)) {
+        b.addNode(shapeConsts.get(name));
+        continue;
+      }
       List<Slot> mine = byUpdate.get(name);
       NodeDef.Builder nb = n.toBuilder();
+      for (String[] r : readsOf.getOrDefault(name, List.of())) {
+        nb.setInput(Integer.parseInt(r[0]), r[1]);
+      }
       if (mine != null) {
         for (Slot s : mine) {
           nb.setInput(s.input(), nameOf(s, "/in"));
@@ -202,13 +277,116 @@ public final class SlotOffload {
       waits.put(updates.get(i), prev);
     }
     long bytes = 0;
+    long weightBytes = 0;
+    List<String> names = new ArrayList<>();
+    List<String> weightNames = new ArrayList<>();
     for (Slot s : slots) {
-      bytes += s.bytes();
+      if (s.weight()) {
+        weightBytes += s.bytes();
+        weightNames.add(s.var().getName());
+      } else {
+        bytes += s.bytes();
+        names.add(s.var().getName());
+      }
       added.addAll(offload(s, waits.getOrDefault(s.update().getName(), List.of())));
+      added.addAll(reads(s));
     }
     added.forEach(b::addNode);
-    List<String> names = new ArrayList<>(byVar.keySet());
-    return new Result(b.build(), names, bytes);
+    return new Result(b.build(), names, bytes, weightNames, weightBytes);
+  }
+
+  /**
+   * A weight's reads: per reader, a parse of the host copy once the reader's other inputs are
+   * there, given the weight's static shape ({@code Reshape}, no copy) so that grappler sees the
+   * shapes it saw; the host copy is written back only after every read ({@code out} waits).
+   */
+  private static List<NodeDef> reads(Slot s) {
+    List<NodeDef> out = new ArrayList<>();
+    if (s.reads().isEmpty()) {
+      return out;
+    }
+    String var = s.var().getName();
+    String host = hostDevice(s.var().getDevice());
+    TensorShapeProto shape = shapeOf(s);
+    TensorProto.Builder dims = TensorProto.newBuilder().setDtype(DataType.DT_INT64)
+        .setTensorShape(TensorShapeProto.newBuilder().addDim(TensorShapeProto.Dim.newBuilder()
+            .setSize(shape.getDimCount())));
+    shape.getDimList().forEach(d -> dims.addInt64Val(d.getSize()));
+    out.add(node(nameOf(s, "/read_shape"), "Const", host)
+        .putAttr("dtype", type(DataType.DT_INT64))
+        .putAttr("value", AttrValue.newBuilder().setTensor(dims).build()).build());
+    for (int k = 0; k < s.reads().size(); k++) {
+      Read r = s.reads().get(k);
+      Set<String> after = new LinkedHashSet<>();
+      for (int i = 0; i < r.node().getInputCount(); i++) {
+        String in = r.node().getInput(i);
+        if (in.startsWith("^")) {
+          after.add(in);
+        } else if (i != r.input() && !GraphImporter.opName(in).equals(var)) {
+          after.add("^" + GraphImporter.opName(in));
+        }
+      }
+      NodeDef.Builder parse = node(nameOf(s, "/read_" + k + "/parse"), "ParseTensor", host,
+          hostOf(var)).putAttr("out_type", type(s.dtype()))
+          .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build());
+      after.forEach(parse::addInput);
+      out.add(parse.build());
+      out.add(node(nameOf(s, "/read_" + k), "Reshape", s.var().getDevice(),
+          nameOf(s, "/read_" + k + "/parse"), nameOf(s, "/read_shape"))
+          .putAttr("T", type(s.dtype())).putAttr("Tshape", type(DataType.DT_INT64)).build());
+    }
+    return out;
+  }
+
+  /** A weight's shape reader as a constant of the same name (its control inputs kept). */
+  private static NodeDef shapeConst(NodeDef sh, Slot s) {
+    DataType t = sh.containsAttr("out_type") ? sh.getAttrOrThrow("out_type").getType()
+        : DataType.DT_INT32;
+    TensorShapeProto shape = shapeOf(s);
+    TensorProto.Builder v = TensorProto.newBuilder().setDtype(t);
+    long size = 1;
+    for (TensorShapeProto.Dim d : shape.getDimList()) {
+      size *= d.getSize();
+    }
+    switch (sh.getOp()) {
+      case "Shape" -> {
+        v.setTensorShape(TensorShapeProto.newBuilder().addDim(TensorShapeProto.Dim.newBuilder()
+            .setSize(shape.getDimCount())));
+        for (TensorShapeProto.Dim d : shape.getDimList()) {
+          if (t == DataType.DT_INT64) {
+            v.addInt64Val(d.getSize());
+          } else {
+            v.addIntVal((int) d.getSize());
+          }
+        }
+      }
+      case "Size" -> {
+        v.setTensorShape(TensorShapeProto.newBuilder());
+        if (t == DataType.DT_INT64) {
+          v.addInt64Val(size);
+        } else {
+          v.addIntVal((int) size);
+        }
+      }
+      default -> v.setTensorShape(TensorShapeProto.newBuilder()).addIntVal(shape.getDimCount());
+    }
+    NodeDef.Builder c = node(sh.getName(), "Const", sh.getDevice())
+        .putAttr("dtype", type(t)).putAttr("value", AttrValue.newBuilder().setTensor(v).build());
+    for (String in : sh.getInputList()) {
+      if (in.startsWith("^")) {
+        c.addInput(in);
+      }
+    }
+    return c.build();
+  }
+
+  /** The variable's static shape. */
+  private static TensorShapeProto shapeOf(Slot s) {
+    TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
+    for (TensorShapeProto.Dim d : s.var().getAttrOrThrow("shape").getShape().getDimList()) {
+      shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d.getSize()));
+    }
+    return shape.build();
   }
 
   /**
@@ -258,7 +436,12 @@ public final class SlotOffload {
             AttrValue.newBuilder().setB(true).build()).build());
     out.add(node(p + "/save", "SerializeTensor", host, p + "/in", "^" + u.getName())
         .putAttr("T", type(s.dtype())).build());
-    out.add(node(p + "/out", "Assign", host, hostOf(var), p + "/save")
+    NodeDef.Builder write = node(p + "/out", "Assign", host, hostOf(var), p + "/save");
+    for (int k = 0; k < s.reads().size(); k++) {
+      // a weight's host copy changes only once every read of the step has parsed it
+      write.addInput("^" + nameOf(s, "/read_" + k + "/parse"));
+    }
+    out.add(write
         .putAttr("T", type(DataType.DT_STRING))
         .putAttr("validate_shape", AttrValue.newBuilder().setB(true).build())
         .putAttr("use_locking", AttrValue.newBuilder().setB(true).build()).build());
@@ -327,7 +510,8 @@ public final class SlotOffload {
   }
 
   /** The slots of the step's updates that qualify (see the class comment). */
-  private static List<Slot> qualifying(GraphDef gd, Set<String> step, long minBytes) {
+  private static List<Slot> qualifying(GraphDef gd, Set<String> step, long minBytes,
+      boolean weights) {
     Map<String, NodeDef> byName = new HashMap<>();
     Map<String, List<NodeDef>> consumers = new HashMap<>();
     for (NodeDef n : gd.getNodeList()) {
@@ -338,8 +522,18 @@ public final class SlotOffload {
     }
     List<Slot> out = new ArrayList<>();
     for (NodeDef u : gd.getNodeList()) {
-      if (!u.getOp().startsWith("Apply") || u.getOp().equals("ApplyGradientDescent")
-          || !step.contains(u.getName()) || !orderedAfter(u, consumers, step)) {
+      if (!u.getOp().startsWith("Apply") || !step.contains(u.getName())
+          || !orderedAfter(u, consumers, step)) {
+        continue;
+      }
+      if (weights && u.getInputCount() > 0 && !u.getInput(0).startsWith("^")) {
+        NodeDef v = byName.get(GraphImporter.opName(u.getInput(0)));
+        Slot w = v == null ? null : weight(v, u, consumers, step, minBytes);
+        if (w != null) {
+          out.add(w);
+        }
+      }
+      if (u.getOp().equals("ApplyGradientDescent")) {
         continue;
       }
       for (int i = 1; i < u.getInputCount(); i++) {
@@ -397,6 +591,90 @@ public final class SlotOffload {
     }
     return new Slot(v, u, input, bytes, dt);
   }
+
+  /**
+   * {@code v} as a weight updated in place by {@code u} (at its input 0), or null where it does
+   * not qualify: a floating {@code VariableV2} of a known shape and at least {@code minBytes},
+   * read in the step by {@code u} once, by shape ops, and by ops that only read it and cannot
+   * run after {@code u} (no path from {@code u} to them), otherwise only by initializers and,
+   * through control edges, by ops outside the step.
+   */
+  private static Slot weight(NodeDef v, NodeDef u, Map<String, List<NodeDef>> consumers,
+      Set<String> step, long minBytes) {
+    if (!VARIABLES.contains(v.getOp()) || !v.containsAttr("dtype") || !v.containsAttr("shape")
+        || !FLOATS.contains(v.getAttrOrThrow("dtype").getType())
+        || v.getAttrOrThrow("shape").getShape().getUnknownRank()
+        || !readsOnlyAt(u, v, 0)) {
+      return null;
+    }
+    DataType dt = v.getAttrOrThrow("dtype").getType();
+    long elems = 1;
+    for (TensorShapeProto.Dim d : v.getAttrOrThrow("shape").getShape().getDimList()) {
+      if (d.getSize() < 0) {
+        return null;
+      }
+      elems *= d.getSize();
+    }
+    long bytes = elems * GraphImporter.dtypeSize(dt);
+    if (bytes < minBytes) {
+      return null;
+    }
+    List<Read> reads = new ArrayList<>();
+    List<NodeDef> shapes = new ArrayList<>();
+    Set<String> seen = new java.util.HashSet<>();
+    for (NodeDef c : consumers.getOrDefault(v.getName(), List.of())) {
+      if (c == u || !seen.add(c.getName())) {
+        continue;
+      }
+      if (!step.contains(c.getName())) {
+        if (initializer(c, v, consumers, step) || onlyControl(c, v.getName())) {
+          continue;
+        }
+        return null; // read outside the step (a saver, an evaluation): it would find no value
+      }
+      if (onlyControl(c, v.getName())) {
+        return null; // ordered on the variable itself: not a read lms4j can place
+      }
+      if (SHAPE_READERS.contains(c.getOp()) && c.getInputCount() >= 1
+          && GraphImporter.opName(c.getInput(0)).equals(v.getName())) {
+        shapes.add(c);
+        continue;
+      }
+      if (WRITERS.stream().anyMatch(c.getOp()::startsWith)) {
+        return null;
+      }
+      for (int i = 0; i < c.getInputCount(); i++) {
+        String in = c.getInput(i);
+        if (!in.startsWith("^") && GraphImporter.opName(in).equals(v.getName())) {
+          if (!(in.equals(v.getName()) || in.endsWith(":0"))) {
+            return null;
+          }
+          reads.add(new Read(c, i));
+        }
+      }
+    }
+    // a read the graph orders after the update sees the updated value: not kept on the host
+    Set<String> after = new java.util.HashSet<>();
+    java.util.ArrayDeque<String> todo = new java.util.ArrayDeque<>(List.of(u.getName()));
+    while (!todo.isEmpty()) {
+      for (NodeDef c : consumers.getOrDefault(todo.poll(), List.of())) {
+        if (step.contains(c.getName()) && after.add(c.getName())) {
+          todo.add(c.getName());
+        }
+      }
+    }
+    for (Read r : reads) {
+      if (after.contains(r.node().getName())) {
+        return null;
+      }
+    }
+    return new Slot(v, u, 0, bytes, dt, reads, shapes);
+  }
+
+  /** Ops that may write a variable they take: a weight they take is not offloaded. */
+  private static final List<String> WRITERS = List.of("Assign", "Scatter", "Apply",
+      "SparseApply", "ResourceApply", "ResourceSparseApply", "CountUpTo", "TemporaryVariable",
+      "DestroyTemporaryVariable");
 
   /** True when {@code u} reads {@code v} at {@code input} and nowhere else. */
   private static boolean readsOnlyAt(NodeDef u, NodeDef v, int input) {

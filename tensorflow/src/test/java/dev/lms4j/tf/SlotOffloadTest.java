@@ -165,6 +165,101 @@ class SlotOffloadTest {
     assertThat(SlotOffload.rewrite(tg.graphDef(), Set.of(), 0).changed()).isFalse();
   }
 
+  /**
+   * With weights, a plain-SGD MLP's weights of at least 64 KiB go too (w1..w3, 256 KiB each; w0
+   * and the logits' w4 are below): the update reads each through its assign as a slot's, every
+   * other reader of the step (the forward MatMul, the gradient MatMul) through a parse of the
+   * host copy made once the reader's other input is there, and the host copy is written back
+   * only after those parses. Without weights nothing changes (plain SGD has no slots).
+   */
+  @Test
+  void withWeightsEachReaderParsesTheHostCopyJustBeforeIt() {
+    TrainingGraph tg = TinyNet.build(64, 256, 4);
+    assertThat(SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES).changed()).isFalse();
+    assertThat(SlotOffload.weightsQualify(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES)).isTrue();
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES, true);
+    assertThat(r.slots()).isEmpty();
+    assertThat(r.weights()).containsExactlyInAnyOrder("w1", "w2", "w3");
+    assertThat(r.weightBytes()).isEqualTo(3 * 256 * 256 * 4L);
+    Map<String, NodeDef> n = TfTests.nodes(r.graphDef());
+    String p = SlotOffload.SCOPE + "w2";
+    assertThat(n.get("layer2").getInput(1)).startsWith(p + "/read_");
+    List<NodeDef> readers = r.graphDef().getNodeList().stream()
+        .filter(x -> !x.getName().startsWith(SlotOffload.SCOPE)
+            && x.getInputList().stream().anyMatch(i -> i.startsWith(p + "/read_")))
+        .toList();
+    assertThat(readers).hasSize(2); // the forward MatMul and the gradient's
+    for (NodeDef reader : readers) {
+      String read = reader.getInputList().stream().filter(i -> i.startsWith(p + "/read_"))
+          .findFirst().orElseThrow();
+      NodeDef parse = n.get(read + "/parse");
+      assertThat(parse.getOp()).isEqualTo("ParseTensor");
+      assertThat(n.get(read).getOp()).isEqualTo("Reshape");
+      // made once the reader's other input is there, not at the step's start
+      String other = reader.getInputList().stream().filter(i -> !i.equals(read)
+          && !i.startsWith("^")).findFirst().orElseThrow();
+      assertThat(parse.getInputList()).contains("^" + GraphImporter.opName(other));
+      assertThat(n.get(p + "/out").getInputList()).contains("^" + read + "/parse");
+    }
+    NodeDef update = r.graphDef().getNodeList().stream()
+        .filter(x -> x.getOp().equals("ApplyGradientDescent") && x.getInput(0).equals(p + "/in"))
+        .findFirst().orElseThrow();
+    assertThat(n.get(p + "/save").getInputList()).contains("^" + update.getName());
+    assertThat(n.get("w2").getAttrOrThrow("shape").getShape().getUnknownRank()).isTrue();
+    assertThat(n.get("w0").getAttrOrThrow("shape").getShape().getUnknownRank()).isFalse();
+    DataflowGraph before = GraphImporter.importGraph(tg.graphDef(),
+        tg.manifest().feedShapes(), -1, "gradients", tg.manifest().runOps());
+    DataflowGraph after = GraphImporter.importGraph(r.graphDef(), tg.manifest().feedShapes(),
+        -1, "gradients", tg.manifest().runOps());
+    assertThat(GraphStats.of(before).parameterBytes() - GraphStats.of(after).parameterBytes())
+        .isEqualTo(r.weightBytes());
+  }
+
+  /**
+   * Four steps of the plain-SGD MLP with its weights on the host compute the losses and weights
+   * of the graph as given bit for bit (weights read through their {@code /value} parses).
+   */
+  @Test
+  void aStepWithItsWeightsOnTheHostComputesTheSameBits() {
+    TrainingGraph tg = TinyNet.build(64, 256, 4);
+    SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES, true);
+    assertThat(r.weights()).hasSize(3);
+    Run given = steps(tg.graphDef(), tg.manifest(), 4, List.of("w1", "w3", "w4"));
+    Run offloaded = steps(r.graphDef(), tg.manifest(), 4, List.of(SlotOffload.valueOf("w1"),
+        SlotOffload.valueOf("w3"), "w4"));
+    assertThat(offloaded.losses()).containsExactlyElementsOf(given.losses());
+    for (int i = 0; i < 3; i++) {
+      assertThat(offloaded.values().get(i)).containsExactly(given.values().get(i));
+    }
+  }
+
+  /**
+   * A weight stays on the device where the step reads it after its update (that read sees the
+   * updated value) or where an op outside the step reads it (it would find the empty tensor).
+   */
+  @Test
+  void aWeightReadAfterItsUpdateOrOutsideTheStepStays() {
+    TrainingGraph tg = TinyNet.build(64, 256, 4);
+    NodeDef update2 = tg.graphDef().getNodeList().stream()
+        .filter(x -> x.getOp().equals("ApplyGradientDescent") && x.getInput(0).equals("w2"))
+        .findFirst().orElseThrow();
+    var dtype = tg.graphDef().getNodeList().stream().filter(x -> x.getName().equals("w1"))
+        .findFirst().orElseThrow().getAttrOrThrow("dtype");
+    GraphDef gd = tg.graphDef().toBuilder()
+        .addNode(NodeDef.newBuilder().setName("after_update").setOp("Identity").addInput("w2")
+            .addInput("^" + update2.getName()).putAttr("T", dtype))
+        .addNode(NodeDef.newBuilder().setName("peek").setOp("Identity").addInput("w1")
+            .putAttr("T", dtype)).build();
+    Set<String> targets = new HashSet<>(tg.manifest().runOps());
+    targets.add("after_update");
+    SlotOffload.Result r = SlotOffload.rewrite(gd, targets, SlotOffload.DEFAULT_MIN_BYTES, true);
+    assertThat(r.weights()).containsExactly("w3");
+  }
+
   private static long held(DataflowGraph g) {
     long bytes = 0;
     for (Op op : g.ops()) {

@@ -321,10 +321,12 @@ public final class Probe {
       Lms other = lms.withMode(m);
       others.add(b -> other.withBudget(b).rewrite(tg));
     }
-    Lms offloaded = lms.withSlotOffload(tg);
-    if (offloaded != null && offloaded != lms) {
-      // the optimizer's slots on the host between updates: the last lever of every mode
-      others.add(b -> offloaded.withBudget(b).rewrite(tg));
+    // the optimizer's slots on the host between updates, then the weights too between their
+    // reads: the last levers of every mode
+    for (Lms offloaded = lms.withNextOffload(tg); offloaded != null;
+        offloaded = offloaded.withNextOffload(tg)) {
+      Lms o2 = offloaded;
+      others.add(b -> o2.withBudget(b).rewrite(tg));
     }
     return closeLoop(tg, b -> lms.withBudget(b).rewrite(tg), others,
         lms.serialOrder() ? o.withSerialOrder(true) : o);
