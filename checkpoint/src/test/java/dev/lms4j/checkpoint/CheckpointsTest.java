@@ -99,6 +99,45 @@ class CheckpointsTest {
     }
   }
 
+  /**
+   * Weights kept on the host with their slots ({@link SlotOffload} with weights) are saved and
+   * restored through their host copies under their own names too: a checkpoint of the rewritten
+   * graph resumes there and in the original graph with the same losses.
+   */
+  @Test
+  void weightsKeptOnTheHostAreSavedAndRestoredUnderTheirNames() throws IOException {
+    SlotOffload.Result r;
+    try (Graph g = TrainNet.build()) {
+      r = SlotOffload.rewrite(g.toGraphDef(), java.util.Set.of("loss", "train"), 0, true);
+    }
+    assertThat(r.weights()).containsExactlyInAnyOrder("w0", "w1");
+    assertThat(r.slots()).containsExactlyInAnyOrder("momentum_w0", "momentum_w1");
+    try (Graph g = new Graph(); Graph original = TrainNet.build();
+        Session s = TrainNet.session(g); Session o = TrainNet.session(original);
+        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
+      g.importGraphDef(r.graphDef());
+      List<String> all = Checkpoints.variables(g);
+      assertThat(all).containsExactly("global_step", "momentum_w0", "momentum_w1", "w0", "w1");
+      s.run("init");
+      o.run("init");
+      assertThat(TrainNet.train(s, 3)).containsExactly(TrainNet.train(o, 3));
+      Checkpoints.save(s, all, 3, Map.of(), b);
+      String value = SlotOffload.valueOf("w1");
+      assertThat(TestGraphs.values(s, List.of(value)).get(value))
+          .isEqualTo(TestGraphs.values(o, List.of("w1")).get("w1"));
+      CheckpointInfo saved = b.latest().orElseThrow();
+      float[] expected = TrainNet.train(s, 4);
+
+      s.run("init");
+      Checkpoints.load(s, all, saved, b);
+      assertThat(TrainNet.train(s, 4)).containsExactly(expected);
+
+      o.run("init");
+      Checkpoints.load(o, all, saved, b);
+      assertThat(TrainNet.train(o, 4)).containsExactly(expected);
+    }
+  }
+
   @Test
   void restoreOpsAreAddedOnceToTheRunningSessionsGraph() throws IOException {
     try (Graph g = TrainNet.build(); Session s = TrainNet.session(g);

@@ -126,8 +126,11 @@ public final class SlotOffload {
     }
   }
 
-  /** A reader of a weight in the step: {@code node}'s input {@code input}. */
-  private record Read(NodeDef node, int input) {}
+  /**
+   * A reader of a weight: {@code node}'s input {@code input}; {@code inStep} false for an op the
+   * step does not run (an unused gradient, an evaluation), which parses the host copy as it is.
+   */
+  private record Read(NodeDef node, int input, boolean inStep) {}
 
   /** Ops whose output is only their input's shape: a weight's are made constants. */
   private static final Set<String> SHAPE_READERS = Set.of("Shape", "Size", "Rank");
@@ -144,7 +147,8 @@ public final class SlotOffload {
    * As {@link #rewrite(GraphDef, Set, long)}; with {@code weights}, the weights too: a weight
    * ({@code VariableV2} of at least {@code minBytes}, updated in place by one {@code Apply*}
    * update of the step, read by other ops of the step only before that update can run, and
-   * otherwise only by initializers and shape ops) is kept on the host as a slot is around its
+   * otherwise by initializers, shape ops and ops outside the step that only read it, which
+   * parse the host copy as it is when they run) is kept on the host as a slot is around its
    * update, and every other reader reads a parse of the host copy made just before it
    * ({@code read_k = Reshape(ParseTensor(host), shape)}, control inputs: the reader's other
    * inputs), which the host copy's {@code out} waits for; its shape readers become constants.
@@ -438,8 +442,11 @@ public final class SlotOffload {
         .putAttr("T", type(s.dtype())).build());
     NodeDef.Builder write = node(p + "/out", "Assign", host, hostOf(var), p + "/save");
     for (int k = 0; k < s.reads().size(); k++) {
-      // a weight's host copy changes only once every read of the step has parsed it
-      write.addInput("^" + nameOf(s, "/read_" + k + "/parse"));
+      // a weight's host copy changes only once every read of the step has parsed it (a read
+      // outside the step parses it as it is whenever it runs)
+      if (s.reads().get(k).inStep()) {
+        write.addInput("^" + nameOf(s, "/read_" + k + "/parse"));
+      }
     }
     out.add(write
         .putAttr("T", type(DataType.DT_STRING))
@@ -596,8 +603,8 @@ public final class SlotOffload {
    * {@code v} as a weight updated in place by {@code u} (at its input 0), or null where it does
    * not qualify: a floating {@code VariableV2} of a known shape and at least {@code minBytes},
    * read in the step by {@code u} once, by shape ops, and by ops that only read it and cannot
-   * run after {@code u} (no path from {@code u} to them), otherwise only by initializers and,
-   * through control edges, by ops outside the step.
+   * run after {@code u} (no path from {@code u} to them), otherwise by initializers, through
+   * control edges, and by ops outside the step that only read it (they parse the host copy).
    */
   private static Slot weight(NodeDef v, NodeDef u, Map<String, List<NodeDef>> consumers,
       Set<String> step, long minBytes) {
@@ -626,16 +633,14 @@ public final class SlotOffload {
       if (c == u || !seen.add(c.getName())) {
         continue;
       }
-      if (!step.contains(c.getName())) {
-        if (initializer(c, v, consumers, step) || onlyControl(c, v.getName())) {
-          continue;
-        }
-        return null; // read outside the step (a saver, an evaluation): it would find no value
+      boolean inStep = step.contains(c.getName());
+      if (!inStep && (initializer(c, v, consumers, step) || onlyControl(c, v.getName()))) {
+        continue;
       }
       if (onlyControl(c, v.getName())) {
-        return null; // ordered on the variable itself: not a read lms4j can place
+        return null; // a step op ordered on the variable itself: not a read lms4j can place
       }
-      if (SHAPE_READERS.contains(c.getOp()) && c.getInputCount() >= 1
+      if (inStep && SHAPE_READERS.contains(c.getOp()) && c.getInputCount() >= 1
           && GraphImporter.opName(c.getInput(0)).equals(v.getName())) {
         shapes.add(c);
         continue;
@@ -649,7 +654,7 @@ public final class SlotOffload {
           if (!(in.equals(v.getName()) || in.endsWith(":0"))) {
             return null;
           }
-          reads.add(new Read(c, i));
+          reads.add(new Read(c, i, inStep));
         }
       }
     }
