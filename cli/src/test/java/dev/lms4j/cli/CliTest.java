@@ -115,6 +115,25 @@ class CliTest {
     assertThat(r.get("smallest_budget").get("bytes").asLong()).isGreaterThan(1 << 20);
   }
 
+  /**
+   * The corpus U-Net (plain SGD: no slots) at 12 MiB: its 7.4 MiB of weights and largest op
+   * leave no plan, so analyze keeps its weights on the host and the report counts them;
+   * {@code --no-weight-offload} refuses the budget (exit 1, the smallest budget named).
+   */
+  @Test
+  void analyzeKeepsTheWeightsOnTheHostWhereNothingElseFits() throws Exception {
+    Path report = dir.resolve("w.json");
+    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "12MiB", "--report",
+        report.toString())).isEqualTo(0);
+    JsonNode pre = new ObjectMapper().readTree(report.toFile()).get("pre_rewrites");
+    assertThat(pre.get("offloaded_weights").asInt()).isPositive();
+    assertThat(pre.get("offloaded_weight_bytes").asLong()).isGreaterThan(6L << 20);
+    assertThat(pre.get("offloaded_slots").asInt()).isZero();
+    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "12MiB",
+        "--no-weight-offload")).isEqualTo(1);
+    assertThat(err).contains("smallest budget");
+  }
+
   @Test
   void analyzeWritesTheReportContract() throws Exception {
     Path report = dir.resolve("a.json");

@@ -604,7 +604,8 @@ public final class SlotOffload {
    * not qualify: a floating {@code VariableV2} of a known shape and at least {@code minBytes},
    * read in the step by {@code u} once, by shape ops, and by ops that only read it and cannot
    * run after {@code u} (no path from {@code u} to them), otherwise by initializers, through
-   * control edges, and by ops outside the step that only read it (they parse the host copy).
+   * control edges, and by ops outside the step that only read it and feed no write of a
+   * variable (they parse the host copy; an initializer's input would run before it is filled).
    */
   private static Slot weight(NodeDef v, NodeDef u, Map<String, List<NodeDef>> consumers,
       Set<String> step, long minBytes) {
@@ -640,12 +641,17 @@ public final class SlotOffload {
       if (onlyControl(c, v.getName())) {
         return null; // a step op ordered on the variable itself: not a read lms4j can place
       }
-      if (inStep && SHAPE_READERS.contains(c.getOp()) && c.getInputCount() >= 1
+      if (SHAPE_READERS.contains(c.getOp()) && c.getInputCount() >= 1
           && GraphImporter.opName(c.getInput(0)).equals(v.getName())) {
         shapes.add(c);
         continue;
       }
       if (WRITERS.stream().anyMatch(c.getOp()::startsWith)) {
+        return null;
+      }
+      if (!inStep && feedsAWrite(c, consumers)) {
+        // an initializer's input (a moving average starting at the weight's value): init
+        // would parse the host copy before it is filled
         return null;
       }
       for (int i = 0; i < c.getInputCount(); i++) {
@@ -674,6 +680,24 @@ public final class SlotOffload {
       }
     }
     return new Slot(v, u, 0, bytes, dt, reads, shapes);
+  }
+
+  /** True when an op that writes a variable is {@code op} or downstream of it. */
+  private static boolean feedsAWrite(NodeDef op, Map<String, List<NodeDef>> consumers) {
+    Set<String> seen = new java.util.HashSet<>(List.of(op.getName()));
+    java.util.ArrayDeque<NodeDef> todo = new java.util.ArrayDeque<>(List.of(op));
+    while (!todo.isEmpty()) {
+      NodeDef n = todo.poll();
+      if (WRITERS.stream().anyMatch(n.getOp()::startsWith)) {
+        return true;
+      }
+      for (NodeDef c : consumers.getOrDefault(n.getName(), List.of())) {
+        if (seen.add(c.getName())) {
+          todo.add(c);
+        }
+      }
+    }
+    return false;
   }
 
   /** Ops that may write a variable they take: a weight they take is not offloaded. */

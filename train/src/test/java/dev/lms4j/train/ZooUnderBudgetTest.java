@@ -135,8 +135,10 @@ class ZooUnderBudgetTest {
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
 
+    // recomputation with every weight on the device (with weight offload, remat plans gpt2 at
+    // its budget too: checked below)
     Lms remat = Lms.builder().budget(budget).memRatio(REMAT_RATIO).mode(LmsMode.REMAT)
-        .build();
+        .weightOffload(false).build();
     // XLA-style remat alone. On gpt2 at the default memory ratio 0.8 its plan recomputes the
     // layer norms' Mul_1 (reads gamma) and Add_1 (reads beta) in the backward pass; those clones
     // once ran after the optimizer had updated gamma and beta and moved the second loss by one
@@ -158,6 +160,11 @@ class ZooUnderBudgetTest {
     } else {
       assertThatThrownBy(() -> remat.rewrite(tg)).isInstanceOf(PlanningException.class)
           .hasMessageContaining("smallest budget");
+      // with its weights on the host between their reads, recomputation plans and trains
+      LmsResult offloaded = Lms.builder().budget(budget).memRatio(REMAT_RATIO)
+          .mode(LmsMode.REMAT).build().rewrite(tg);
+      assertThat(offloaded.preRewrites().offloadedWeights()).isPositive();
+      assertTrainsLikeTheReference(offloaded, tg, budget, reference);
     }
 
     LmsResult auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
