@@ -220,7 +220,8 @@ class SlotOffloadTest {
 
   /**
    * Four steps of the plain-SGD MLP with its weights on the host compute the losses and weights
-   * of the graph as given bit for bit (weights read through their {@code /value} parses).
+   * of the graph as given bit for bit (weights read through their {@code /value} parses); so do
+   * four of the framework-Adam MLP with its weights and slots there.
    */
   @Test
   void aStepWithItsWeightsOnTheHostComputesTheSameBits() {
@@ -235,6 +236,18 @@ class SlotOffloadTest {
     for (int i = 0; i < 3; i++) {
       assertThat(offloaded.values().get(i)).containsExactly(given.values().get(i));
     }
+    // the framework's Adam: weights and slots on the host together (its slots' initialisers
+    // read each weight's shape, which becomes a constant)
+    TrainingGraph adam = AdamNet.mlp(64, 256, 4);
+    SlotOffload.Result both = SlotOffload.rewrite(adam.graphDef(), adam.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES, true);
+    assertThat(both.weights()).contains("dense1_kernel");
+    assertThat(both.slots()).contains("dense1_kernel-m");
+    Run adamGiven = steps(adam.graphDef(), adam.manifest(), 4, List.of("dense1_kernel"));
+    Run adamBoth = steps(both.graphDef(), adam.manifest(), 4,
+        List.of(SlotOffload.valueOf("dense1_kernel")));
+    assertThat(adamBoth.losses()).containsExactlyElementsOf(adamGiven.losses());
+    assertThat(adamBoth.values().get(0)).containsExactly(adamGiven.values().get(0));
   }
 
   /**
@@ -295,7 +308,7 @@ class SlotOffloadTest {
   /**
    * On a GPU (structurally only: no GPU here) the host copy, its parse and serialization stay
    * on the CPU, where TensorFlow has string kernels; the slot, its assigns and the update keep
-   * the GPU.
+   * the GPU; so do a weight's parses and host copy, its reshapes on the GPU.
    */
   @Test
   void onAGpuTheHostSideStaysOnTheCpu() {
@@ -316,6 +329,17 @@ class SlotOffloadTest {
     }
     assertThat(n.values().stream().filter(x -> x.getOp().equals("SerializeTensor"))
         .allMatch(x -> x.getDevice().equals("/device:CPU:0"))).isTrue();
+
+    // with the weights: each read's parse on the CPU, its reshape (the copy to the GPU) and the
+    // weight on the GPU
+    Map<String, NodeDef> w = TfTests.nodes(SlotOffload.rewrite(b.build(),
+        tg.manifest().runOps(), SlotOffload.DEFAULT_MIN_BYTES, true).graphDef());
+    String k = SlotOffload.SCOPE + "dense1_kernel";
+    assertThat(w.get(k + "/read_0/parse").getDevice()).isEqualTo("/device:CPU:0");
+    assertThat(w.get(k + "/read_0").getDevice()).isEqualTo("/device:GPU:0");
+    assertThat(w.get("dense1_kernel").getDevice()).isEqualTo("/device:GPU:0");
+    assertThat(w.get(SlotOffload.hostOf("dense1_kernel")).getDevice())
+        .isEqualTo("/device:CPU:0");
   }
 
   /** Losses of {@code steps} steps and the values of {@code fetch} after them. */
