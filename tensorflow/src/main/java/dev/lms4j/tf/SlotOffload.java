@@ -421,10 +421,7 @@ public final class SlotOffload {
     }
     after.remove("^" + var);
     after.addAll(waits);
-    TensorShapeProto.Builder shape = TensorShapeProto.newBuilder();
-    for (TensorShapeProto.Dim d : s.var().getAttrOrThrow("shape").getShape().getDimList()) {
-      shape.addDim(TensorShapeProto.Dim.newBuilder().setSize(d.getSize()));
-    }
+    TensorShapeProto shape = shapeOf(s);
     NodeDef.Builder parse = node(p + "/parse", "ParseTensor", host, hostOf(var))
         .putAttr("out_type", type(s.dtype()))
         .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build());
@@ -572,24 +569,12 @@ public final class SlotOffload {
 
   private static Slot slot(NodeDef v, NodeDef u, int input,
       Map<String, List<NodeDef>> consumers, Set<String> step, long minBytes) {
-    if (!VARIABLES.contains(v.getOp()) || !v.containsAttr("dtype") || !v.containsAttr("shape")
-        || !FLOATS.contains(v.getAttrOrThrow("dtype").getType())
-        || v.getAttrOrThrow("shape").getShape().getUnknownRank()
+    long bytes = bytesOf(v);
+    if (bytes < minBytes || bytes < 0
         || GraphImporter.opName(u.getInput(0)).equals(v.getName())) {
       return null;
     }
     DataType dt = v.getAttrOrThrow("dtype").getType();
-    long elems = 1;
-    for (TensorShapeProto.Dim d : v.getAttrOrThrow("shape").getShape().getDimList()) {
-      if (d.getSize() < 0) {
-        return null;
-      }
-      elems *= d.getSize();
-    }
-    long bytes = elems * GraphImporter.dtypeSize(dt);
-    if (bytes < minBytes) {
-      return null;
-    }
     for (NodeDef c : consumers.getOrDefault(v.getName(), List.of())) {
       if (!(c == u ? readsOnlyAt(c, v, input) : initializer(c, v, consumers, step)
           || !step.contains(c.getName()) && onlyControl(c, v.getName()))) {
@@ -609,24 +594,11 @@ public final class SlotOffload {
    */
   private static Slot weight(NodeDef v, NodeDef u, Map<String, List<NodeDef>> consumers,
       Set<String> step, long minBytes) {
-    if (!VARIABLES.contains(v.getOp()) || !v.containsAttr("dtype") || !v.containsAttr("shape")
-        || !FLOATS.contains(v.getAttrOrThrow("dtype").getType())
-        || v.getAttrOrThrow("shape").getShape().getUnknownRank()
-        || !readsOnlyAt(u, v, 0)) {
+    long bytes = bytesOf(v);
+    if (bytes < minBytes || bytes < 0 || !readsOnlyAt(u, v, 0)) {
       return null;
     }
     DataType dt = v.getAttrOrThrow("dtype").getType();
-    long elems = 1;
-    for (TensorShapeProto.Dim d : v.getAttrOrThrow("shape").getShape().getDimList()) {
-      if (d.getSize() < 0) {
-        return null;
-      }
-      elems *= d.getSize();
-    }
-    long bytes = elems * GraphImporter.dtypeSize(dt);
-    if (bytes < minBytes) {
-      return null;
-    }
     List<Read> reads = new ArrayList<>();
     List<NodeDef> shapes = new ArrayList<>();
     Set<String> seen = new java.util.HashSet<>();
@@ -698,6 +670,26 @@ public final class SlotOffload {
       }
     }
     return false;
+  }
+
+  /**
+   * The bytes of {@code v} where it is a ref variable of a floating type and a fully known
+   * shape, else -1.
+   */
+  private static long bytesOf(NodeDef v) {
+    if (!VARIABLES.contains(v.getOp()) || !v.containsAttr("dtype") || !v.containsAttr("shape")
+        || !FLOATS.contains(v.getAttrOrThrow("dtype").getType())
+        || v.getAttrOrThrow("shape").getShape().getUnknownRank()) {
+      return -1;
+    }
+    long elems = 1;
+    for (TensorShapeProto.Dim d : v.getAttrOrThrow("shape").getShape().getDimList()) {
+      if (d.getSize() < 0) {
+        return -1;
+      }
+      elems *= d.getSize();
+    }
+    return elems * GraphImporter.dtypeSize(v.getAttrOrThrow("dtype").getType());
   }
 
   /** Ops that may write a variable they take: a weight they take is not offloaded. */
