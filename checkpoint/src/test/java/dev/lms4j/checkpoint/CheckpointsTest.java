@@ -11,6 +11,8 @@ import java.util.List;
 import java.util.Map;
 import dev.lms4j.tf.SlotOffload;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.junit.jupiter.api.io.TempDir;
 import org.tensorflow.Graph;
 import org.tensorflow.GraphOperation;
@@ -54,17 +56,22 @@ class CheckpointsTest {
   }
 
   /**
-   * A graph whose momentum slots LMS keeps on the host between updates ({@link SlotOffload})
-   * saves them from their host copies and restores them there, under the slots' names: resuming
-   * gives the same losses, and the checkpoint moves between the rewritten graph and the original.
+   * A graph whose momentum slots LMS keeps on the host between updates ({@link SlotOffload}),
+   * and with {@code weights} its weights too, saves them from their host copies and restores them
+   * there, under their own names: resuming gives the same losses, and the checkpoint moves
+   * between the rewritten graph and the original.
    */
-  @Test
-  void slotsKeptOnTheHostAreSavedAndRestoredUnderTheirNames() throws IOException {
+  @ParameterizedTest(name = "weights on the host: {0}")
+  @ValueSource(booleans = {false, true})
+  void variablesKeptOnTheHostAreSavedAndRestoredUnderTheirNames(boolean weights)
+      throws IOException {
     SlotOffload.Result r;
     try (Graph g = TrainNet.build()) {
-      r = SlotOffload.rewrite(g.toGraphDef(), java.util.Set.of("loss", "train"), 0);
+      r = SlotOffload.rewrite(g.toGraphDef(), java.util.Set.of("loss", "train"), 0, weights);
     }
     assertThat(r.slots()).containsExactlyInAnyOrder("momentum_w0", "momentum_w1");
+    assertThat(r.weights()).containsExactlyInAnyOrderElementsOf(
+        weights ? TrainNet.WEIGHTS : List.of());
     try (Graph g = new Graph(); Graph original = TrainNet.build();
         Session s = TrainNet.session(g); Session o = TrainNet.session(original);
         CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
@@ -76,10 +83,12 @@ class CheckpointsTest {
       o.run("init");
       assertThat(TrainNet.train(s, 3)).containsExactly(TrainNet.train(o, 3));
       Checkpoints.save(s, all, 3, Map.of(), b);
-      // the host copy holds the slot as the original holds it after the same steps
-      String value = SlotOffload.valueOf("momentum_w0");
-      assertThat(TestGraphs.values(s, List.of(value)).get(value))
-          .isEqualTo(TestGraphs.values(o, List.of("momentum_w0")).get("momentum_w0"));
+      // each host copy holds its variable as the original holds it after the same steps
+      for (String v : weights ? List.of("momentum_w0", "w1") : List.of("momentum_w0")) {
+        String value = SlotOffload.valueOf(v);
+        assertThat(TestGraphs.values(s, List.of(value)).get(value)).as(v)
+            .isEqualTo(TestGraphs.values(o, List.of(v)).get(v));
+      }
       CheckpointInfo saved = b.latest().orElseThrow();
       float[] expected = TrainNet.train(s, 4);
 
@@ -96,45 +105,6 @@ class CheckpointsTest {
       s.run("init");
       Checkpoints.load(s, TrainNet.WEIGHTS, saved, b);
       assertThat(TrainNet.train(s, 4)).isNotEqualTo(expected);
-    }
-  }
-
-  /**
-   * Weights kept on the host with their slots ({@link SlotOffload} with weights) are saved and
-   * restored through their host copies under their own names too: a checkpoint of the rewritten
-   * graph resumes there and in the original graph with the same losses.
-   */
-  @Test
-  void weightsKeptOnTheHostAreSavedAndRestoredUnderTheirNames() throws IOException {
-    SlotOffload.Result r;
-    try (Graph g = TrainNet.build()) {
-      r = SlotOffload.rewrite(g.toGraphDef(), java.util.Set.of("loss", "train"), 0, true);
-    }
-    assertThat(r.weights()).containsExactlyInAnyOrder("w0", "w1");
-    assertThat(r.slots()).containsExactlyInAnyOrder("momentum_w0", "momentum_w1");
-    try (Graph g = new Graph(); Graph original = TrainNet.build();
-        Session s = TrainNet.session(g); Session o = TrainNet.session(original);
-        CheckpointBackend b = CheckpointBackends.open("files", "dir=" + dir)) {
-      g.importGraphDef(r.graphDef());
-      List<String> all = Checkpoints.variables(g);
-      assertThat(all).containsExactly("global_step", "momentum_w0", "momentum_w1", "w0", "w1");
-      s.run("init");
-      o.run("init");
-      assertThat(TrainNet.train(s, 3)).containsExactly(TrainNet.train(o, 3));
-      Checkpoints.save(s, all, 3, Map.of(), b);
-      String value = SlotOffload.valueOf("w1");
-      assertThat(TestGraphs.values(s, List.of(value)).get(value))
-          .isEqualTo(TestGraphs.values(o, List.of("w1")).get("w1"));
-      CheckpointInfo saved = b.latest().orElseThrow();
-      float[] expected = TrainNet.train(s, 4);
-
-      s.run("init");
-      Checkpoints.load(s, all, saved, b);
-      assertThat(TrainNet.train(s, 4)).containsExactly(expected);
-
-      o.run("init");
-      Checkpoints.load(o, all, saved, b);
-      assertThat(TrainNet.train(o, 4)).containsExactly(expected);
     }
   }
 

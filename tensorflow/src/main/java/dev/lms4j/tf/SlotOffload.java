@@ -321,15 +321,7 @@ public final class SlotOffload {
         .putAttr("value", AttrValue.newBuilder().setTensor(dims).build()).build());
     for (int k = 0; k < s.reads().size(); k++) {
       Read r = s.reads().get(k);
-      Set<String> after = new LinkedHashSet<>();
-      for (int i = 0; i < r.node().getInputCount(); i++) {
-        String in = r.node().getInput(i);
-        if (in.startsWith("^")) {
-          after.add(in);
-        } else if (i != r.input() && !GraphImporter.opName(in).equals(var)) {
-          after.add("^" + GraphImporter.opName(in));
-        }
-      }
+      Set<String> after = otherInputs(r.node(), r.input(), Set.of(var));
       NodeDef.Builder parse = node(nameOf(s, "/read_" + k + "/parse"), "ParseTensor", host,
           hostOf(var)).putAttr("out_type", type(s.dtype()))
           .putAttr(SHAPE_ATTR, AttrValue.newBuilder().setShape(shape).build());
@@ -410,16 +402,9 @@ public final class SlotOffload {
         .putAttr("container", AttrValue.newBuilder().setS(ByteString.EMPTY).build())
         .putAttr("shared_name", AttrValue.newBuilder().setS(ByteString.EMPTY).build()).build());
     // in once the update's other inputs are there (its gradient last): not at the step's start
-    Set<String> after = new LinkedHashSet<>();
-    for (int i = 0; i < u.getInputCount(); i++) {
-      String in = u.getInput(i);
-      if (i != s.input() && !in.startsWith("^") && !isVariable(in, s)) {
-        after.add("^" + GraphImporter.opName(in));
-      } else if (in.startsWith("^")) {
-        after.add(in);
-      }
-    }
-    after.remove("^" + var);
+    // (not on the variables it brings in: the slot, and the weight, which may be the slot)
+    Set<String> after = otherInputs(u, s.input(), new java.util.HashSet<>(List.of(var,
+        GraphImporter.opName(u.getInput(0)))));
     after.addAll(waits);
     TensorShapeProto shape = shapeOf(s);
     NodeDef.Builder parse = node(p + "/parse", "ParseTensor", host, hostOf(var))
@@ -508,9 +493,22 @@ public final class SlotOffload {
     return device.toUpperCase(java.util.Locale.ROOT).contains("GPU") ? "/device:CPU:0" : device;
   }
 
-  private static boolean isVariable(String input, Slot s) {
-    String op = GraphImporter.opName(input);
-    return op.equals(GraphImporter.opName(s.update().getInput(0)));
+  /**
+   * What a parse made for {@code n}'s input {@code input} waits for: {@code n}'s other inputs
+   * as control inputs (its control inputs kept), but none on an op in {@code skip} (the
+   * variables it brings in).
+   */
+  private static Set<String> otherInputs(NodeDef n, int input, Set<String> skip) {
+    Set<String> after = new LinkedHashSet<>();
+    for (int i = 0; i < n.getInputCount(); i++) {
+      String in = n.getInput(i);
+      String op = GraphImporter.opName(in);
+      if (skip.contains(op) || i == input && !in.startsWith("^")) {
+        continue;
+      }
+      after.add("^" + op);
+    }
+    return after;
   }
 
   /** The slots of the step's updates that qualify (see the class comment). */

@@ -86,10 +86,8 @@ class SlotOffloadTest {
     TrainingGraph tg = AdamNet.mlp(64, 256, 4);
     SlotOffload.Result r = SlotOffload.rewrite(tg.graphDef(), tg.manifest().runOps(),
         SlotOffload.DEFAULT_MIN_BYTES);
-    DataflowGraph before = GraphImporter.importGraph(tg.graphDef(),
-        tg.manifest().feedShapes(), -1, "gradients", tg.manifest().runOps());
-    DataflowGraph after = GraphImporter.importGraph(r.graphDef(), tg.manifest().feedShapes(),
-        -1, "gradients", tg.manifest().runOps());
+    DataflowGraph before = model(tg.graphDef(), tg.manifest());
+    DataflowGraph after = model(r.graphDef(), tg.manifest());
     assertThat(GraphStats.of(before).parameterBytes() - GraphStats.of(after).parameterBytes())
         .isEqualTo(r.bytes());
     assertThat(held(before) - held(after)).isEqualTo(4 * 256 * 256 * 4L);
@@ -210,10 +208,8 @@ class SlotOffloadTest {
     assertThat(n.get(p + "/save").getInputList()).contains("^" + update.getName());
     assertThat(n.get("w2").getAttrOrThrow("shape").getShape().getUnknownRank()).isTrue();
     assertThat(n.get("w0").getAttrOrThrow("shape").getShape().getUnknownRank()).isFalse();
-    DataflowGraph before = GraphImporter.importGraph(tg.graphDef(),
-        tg.manifest().feedShapes(), -1, "gradients", tg.manifest().runOps());
-    DataflowGraph after = GraphImporter.importGraph(r.graphDef(), tg.manifest().feedShapes(),
-        -1, "gradients", tg.manifest().runOps());
+    DataflowGraph before = model(tg.graphDef(), tg.manifest());
+    DataflowGraph after = model(r.graphDef(), tg.manifest());
     assertThat(GraphStats.of(before).parameterBytes() - GraphStats.of(after).parameterBytes())
         .isEqualTo(r.weightBytes());
   }
@@ -293,6 +289,11 @@ class SlotOffloadTest {
     Run offloaded = steps(r.graphDef(), tg.manifest(), 4, List.of("peek"));
     Run given = steps(gd, tg.manifest(), 4, List.of("w1"));
     assertThat(offloaded.values().get(0)).containsExactly(given.values().get(0));
+  }
+
+  /** The graph model of {@code gd} for the step {@code m} runs. */
+  private static DataflowGraph model(GraphDef gd, Manifest m) {
+    return GraphImporter.importGraph(gd, m.feedShapes(), -1, "gradients", m.runOps());
   }
 
   private static long held(DataflowGraph g) {

@@ -82,12 +82,12 @@ class SlotOffloadUnderBudgetTest {
 
   /**
    * With weights: a plain-SGD MLP (TinyNet, 6 layers of 1024 units, batch 256) has no slots and
-   * 20.1 MiB of weights of at least 64 KiB (w0, 128 KiB, and w1..w5). Measured here: the graph as given peaks at
-   * 37.0 MiB, with its weights on the host at 26.0. At 32 MiB the graph as given runs out of
-   * memory and, with weight offload off, {@link Lms#rewrite} refuses the budget (the weights and
-   * the largest op need more than the memory ratio leaves); on, the plan keeps the six weights
-   * on the host, counts them in {@link LmsResult.PreRewrites}, and trains with the unbudgeted
-   * losses bit for bit (measured: predicted 25 MiB, traced 23.0).
+   * 20.1 MiB of weights of at least 64 KiB (w0, 128 KiB, and w1..w5). Measured here: the graph
+   * as given peaks at 37.0 MiB, with its weights on the host at 25.8. At 32 MiB the graph as
+   * given runs out of memory and, with weight offload off, {@link Lms#rewrite} refuses the budget
+   * (the weights and the largest op need more than the memory ratio leaves); on, the plan keeps
+   * the six weights on the host, counts them in {@link LmsResult.PreRewrites}, and trains with
+   * the unbudgeted losses bit for bit (measured: predicted 25.0 MiB, traced 22.9).
    */
   @Test
   void lmsOffloadsTheWeightsWhereNoPlanFitsWithThem() throws Exception {
