@@ -141,7 +141,7 @@ public final class ScratchEstimates {
     }
 
     /** The flags of the first processor in {@code /proc/cpuinfo} (empty when unreadable). */
-    static Set<String> cpuFlags() {
+    public static Set<String> cpuFlags() {
       try {
         for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
           if (line.startsWith("flags")) {
