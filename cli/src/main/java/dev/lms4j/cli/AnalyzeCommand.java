@@ -33,6 +33,7 @@ final class AnalyzeCommand implements Callable<Integer> {
       HtmlReport.checkTarget(html);
     }
     Reports.checkWritable(report);
+    lms.validateOptions();
     TrainingGraph tg;
     String name;
     if (modelArgs.model != null && graph == null) {

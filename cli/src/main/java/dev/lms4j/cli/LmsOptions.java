@@ -378,6 +378,14 @@ final class LmsOptions {
         .debugLevel(debugLevel).build();
   }
 
+  /**
+   * Checks every value that does not depend on the graph, before a model is built or loaded
+   * (which loads TensorFlow, whose start-up lines would come before the one-line error).
+   */
+  void validateOptions() {
+    validate(0);
+  }
+
   /** Checks every value; throws IllegalArgumentException on the first bad one. */
   void validate(int batch) {
     mode();

@@ -27,6 +27,7 @@ final class RewriteCommand implements Callable<Integer> {
     if (lms.budget == null) {
       throw new IllegalArgumentException("rewrite needs --budget SIZE");
     }
+    lms.validateOptions();
     TrainingGraph tg = modelArgs.buildOrLoad(graph, manifest);
     Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, 0,
         System.out);

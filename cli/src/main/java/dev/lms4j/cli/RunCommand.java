@@ -33,6 +33,7 @@ final class RunCommand implements Callable<Integer> {
     }
     plot.check();
     Reports.checkWritable(report);
+    lms.validateOptions();
     TrainingGraph tg = modelArgs.buildOrLoad(graph, manifest);
     Pipeline.Outcome o = Pipeline.execute(modelArgs.label(graph), tg, lms, steps, !noProbe,
         System.out);

@@ -121,6 +121,7 @@ final class TrainCommand implements Callable<Integer> {
           + data + "'");
     }
     plot.check();
+    lms.validateOptions();
     if (workers != null || cluster != null || task != null) {
       return distributed();
     }

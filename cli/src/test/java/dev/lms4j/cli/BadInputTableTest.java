@@ -300,6 +300,12 @@ class BadInputTableTest {
           bad("cannot parse size '5XB'", cat(cmd, mlp, tail, "--budget", "5XB")),
           bad("unknown model 'nope'", cat(cmd, new String[] {"--model", "nope"}, tail,
               "--budget", "64MiB")),
+          // options are checked before a model is built or a graph read (TensorFlow loads
+          // there, and its start-up lines would come before the one-line error)
+          bad("cannot parse size 'banana'", cat(cmd, new String[] {"--model", "nope"}, tail,
+              "--budget", "banana")),
+          bad("--mem-ratio", cat(cmd, new String[] {"--graph", "{out}/none.pb", "--manifest",
+              "{out}/none.json"}, tail, "--budget", "64MiB", "--mem-ratio", "2")),
           bad("--batch must be >= 1", cat(cmd, new String[] {"--model", "mlp", "--batch", "0"},
               tail, "--budget", "64MiB")),
           bad("'abc'", cat(cmd, new String[] {"--model", "mlp", "--batch", "abc"}, tail,
