@@ -121,6 +121,44 @@ class HybridPlannerTest {
   }
 
   /**
+   * A U-Net's skip tensor: {@code skip} (4 MiB) is read by the first op of a chain and again by
+   * the concat at its end, both in the forward pass, and the chain's widest op (6 MiB) sets the
+   * peak while {@code skip} waits. No backward op reads it, so it is not a forward tensor the
+   * backward pass reads; the planner swaps it across the chain (its longest unread stretch),
+   * the concat reading the swap-in, and nothing else fits.
+   */
+  @Test
+  void swapsATensorAcrossTheLongestStretchNothingReadsIt() {
+    long kb = 1024;
+    DataflowGraphBuilder b = DataflowGraph.builder();
+    b.op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * kb));
+    b.op("skip", "Relu", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(4 * MB));
+    String prev = "skip";
+    for (int i = 1; i <= 10; i++) {
+      b.op("d" + i, "Relu", OpCategory.FORWARD, List.of(prev),
+          Tensor.ofBytes(i == 5 ? 6 * MB : 256 * kb));
+      prev = "d" + i;
+    }
+    b.op("concat", "ConcatV2", OpCategory.FORWARD, List.of(prev, "skip"),
+        Tensor.ofBytes(4 * MB + 256 * kb));
+    b.op("loss", "Mean", OpCategory.FORWARD, List.of("concat"), Tensor.ofBytes(4));
+    b.op("gradients/g", "Fill", OpCategory.BACKWARD, List.of("loss"), Tensor.ofBytes(4));
+    DataflowGraph g = b.build();
+    long before = SwapAutoTuner.simulatePeak(g, SwapPlan.empty(
+        dev.lms4j.core.plan.SwapParams.defaults()));
+    assertThat(before).isGreaterThan(10 * MB);
+    long budget = (long) (9.2 * MB / 0.8);
+    HybridPlanner.Result r = HybridPlanner.plan(g, HybridPlanner.Options.of(budget).swapOnly());
+    assertThat(r.swaps().swapOuts()).extracting(SwapPlan.SwapOut::producer)
+        .containsExactly("skip");
+    SwapPlan.SwapOut out = r.swaps().swapOuts().get(0);
+    assertThat(out.swapIns()).hasSize(1);
+    assertThat(out.swapIns().get(0).consumers()).containsExactly("concat");
+    assertThat(r.predictedPeak()).isLessThanOrEqualTo((long) (budget * 0.8));
+    assertThat(checkedPeak(g, r)).isEqualTo(r.predictedPeak());
+  }
+
+  /**
    * Weights 20 x 64 KiB = 1.25 MiB are resident and the largest op (a ReluGrad: gradient,
    * activation in, gradient out = 3 MiB) must fit: a 2 MiB budget cannot work whatever is done.
    */

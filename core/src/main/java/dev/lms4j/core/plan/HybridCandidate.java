@@ -6,7 +6,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * A forward tensor the backward pass reads, as {@link HybridPlanner} sees it: the ways to free
+ * A forward tensor the backward pass reads (or any tensor, for a swap across the longest
+ * stretch nothing reads it: {@link #backward} are then the readers after that stretch), as
+ * {@link HybridPlanner} sees it: the ways to free
  * it (each with its predicted added time), the option chosen (or none) and the next option the
  * search will try.
  */

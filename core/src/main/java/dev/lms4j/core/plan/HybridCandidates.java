@@ -22,8 +22,10 @@ import java.util.Set;
 /**
  * Candidate discovery of {@link HybridPlanner}: the forward tensors the backward pass reads
  * after their last forward use, each with its options priced by the cost model on the levelled
- * schedule. What may be swapped or recomputed comes from the {@link TensorPolicy} only: a swap
- * needs {@link TensorPolicy#maySwap} for the tensor, and only backward readers that
+ * schedule; and, for swapping only, any other tensor across the longest stretch of the schedule
+ * in which nothing reads it (a U-Net's skip tensor, a gradient read again much later). What may
+ * be swapped or recomputed comes from the {@link TensorPolicy} only: a swap needs
+ * {@link TensorPolicy#maySwap} for the tensor, and only backward readers that
  * {@link TensorPolicy#maySwapInto may read a swap-in} are re-pointed; a reader that may not
  * keeps the original alive until it runs, like a forward reader, so the swap-in serves only the
  * readers after it. A recomputation needs {@link TensorPolicy#mayRecompute} for the producer
@@ -32,6 +34,8 @@ import java.util.Set;
 final class HybridCandidates {
   /** Ancestors of a backward reader searched for a swap-in trigger. */
   private static final int TRIGGER_SEARCH = 256;
+  /** Schedule positions a tensor must go unread for to be swapped across the gap. */
+  static final int MIN_GAP = 4;
 
   private final DataflowGraph g;
   private final HybridPlanner.Options o;
@@ -116,11 +120,11 @@ final class HybridCandidates {
     if (first < 0 || pos[first] <= lastForward
         || backward.stream().anyMatch(c -> OpTypes.orderSensitive(g.op(c)))) {
       // (an n-ary sum reading it must keep reading the original: OpTypes.orderSensitive)
-      return null;
+      return acrossGap(prod, tid, tensor);
     }
     HybridCandidate cand = new HybridCandidate(tid, tensor, backward, first);
     if (o.swap() && !Fusions.intermediate(g, tid) && policy.maySwap(g, tid)) {
-      Option sw = swapOption(cand, lastForward);
+      Option sw = swapOption(cand, lastForward, false);
       if (sw != null) {
         cand.options.add(sw);
       }
@@ -140,13 +144,63 @@ final class HybridCandidates {
   }
 
   /**
+   * A tensor that is not a forward tensor the backward pass reads after its last forward use
+   * (a U-Net's skip tensor, read again by the decoder; a gradient or a running gradient sum read
+   * again much later in the backward pass) may still be swapped across the longest stretch of
+   * the schedule in which nothing reads it, as TFLMS swaps any tensor whose next reader is far:
+   * the readers before that stretch read the original, the ones after it one swap-in. Swap
+   * only (recomputation stays the backward pass's); at least {@link #MIN_GAP} ops apart.
+   */
+  private HybridCandidate acrossGap(Op prod, TensorId tid, Tensor tensor) {
+    if (!o.swap() || Fusions.intermediate(g, tid) || !policy.maySwap(g, tid)) {
+      return null;
+    }
+    int[] readers = Arrays.stream(g.consumers(tid)).distinct()
+        .filter(c -> !OpTypes.SHAPE_ONLY.contains(g.op(c).type()))
+        .boxed().sorted(Comparator.comparingInt(c -> pos[c])).mapToInt(Integer::intValue)
+        .toArray();
+    // the longest stretch between two uses (the producer or a reader) with no use in it
+    int gapEnd = -1;
+    int gapStart = -1;
+    int widest = 0;
+    int prev = pos[prod.id()];
+    for (int i = 0; i < readers.length; i++) {
+      int p = pos[readers[i]];
+      if (p - prev > widest) {
+        widest = p - prev;
+        gapEnd = i;
+        gapStart = prev;
+      }
+      prev = Math.max(prev, p);
+    }
+    if (gapEnd < 0 || widest < MIN_GAP) {
+      return null;
+    }
+    List<Integer> after = new ArrayList<>();
+    for (int i = gapEnd; i < readers.length; i++) {
+      if (OpTypes.orderSensitive(g.op(readers[i]))) {
+        return null;
+      }
+      after.add(readers[i]);
+    }
+    after.sort(null);
+    HybridCandidate cand = new HybridCandidate(tid, tensor, after, readers[gapEnd]);
+    Option sw = swapOption(cand, gapStart, true);
+    if (sw == null) {
+      return null;
+    }
+    cand.options.add(sw);
+    return cand;
+  }
+
+  /**
    * The swap option: the swap-in serves the backward readers that may read it and come after
    * every reader of the original (forward readers, and backward readers the policy keeps on the
    * original); its trigger is a backward ancestor of the first of them, scheduled after that last
    * use of the original; with overlap the latest one whose compute up to the reader hides the
    * swap-in, else (or when none hides it) the reader's nearest such ancestor.
    */
-  private Option swapOption(HybridCandidate c, int lastForward) {
+  private Option swapOption(HybridCandidate c, int lastForward, boolean anyCategory) {
     int lastUse = lastForward;
     for (int u : c.backward) {
       if (!policy.maySwapInto(g.op(u))) {
@@ -180,7 +234,7 @@ final class HybridCandidates {
       for (int p : g.predecessors(v)) {
         Op po = g.op(p);
         if (p == producer || MemorySimulator.isPinned(po) || !seen.add(p)
-            || po.category() == OpCategory.FORWARD || pos[p] <= lastUse) {
+            || (!anyCategory && po.category() == OpCategory.FORWARD) || pos[p] <= lastUse) {
           continue;
         }
         queue.add(p);

@@ -113,6 +113,65 @@ final class HybridEvaluator {
     return new Sim(prof.peakBytes(), live, sp, rp);
   }
 
+  /**
+   * For the debug log when the search gives up: the op at the simulated peak of the current
+   * decisions and the largest tensors alive while it runs, each with what the planner could do
+   * with it (not a candidate; kept with options left; swapped; recomputed).
+   */
+  String describePeak(int top) {
+    RecomputePlan rp = recomputePlan();
+    DataflowGraph r = PlanApplier.apply(RecomputeApplier.apply(g, rp), swapPlan(rp));
+    int[] order = Levels.of(r).schedule();
+    MemoryProfile prof = MemorySimulator.simulate(r, order);
+    int at = prof.peakAt();
+    if (at < 0) {
+      return "the peak is resident memory";
+    }
+    int[] rpos = new int[r.size()];
+    for (int i = 0; i < order.length; i++) {
+      rpos[order[i]] = i;
+    }
+    List<TensorId> live = new ArrayList<>();
+    Map<TensorId, String> lastReader = new HashMap<>();
+    for (int v : order) {
+      if (rpos[v] > at || MemorySimulator.isPinned(r.op(v))) {
+        continue;
+      }
+      for (int k = 0; k < r.op(v).outputs().size(); k++) {
+        TensorId t = new TensorId(v, k);
+        int last = rpos[v];
+        for (int u : r.consumers(t)) {
+          last = Math.max(last, rpos[u]);
+        }
+        if (last >= at && r.tensor(t).bytes() > 0) {
+          live.add(t);
+          lastReader.put(t, r.op(order[last]).name());
+        }
+      }
+    }
+    live.sort((a, b) -> Long.compare(r.tensor(b).bytes(), r.tensor(a).bytes()));
+    StringBuilder sb = new StringBuilder("peak ").append(prof.peakBytes() >> 20)
+        .append(" MiB at ").append(r.op(order[at]).name()).append(" (position ").append(at)
+        .append(" of ").append(order.length).append("); largest live:");
+    for (TensorId t : live.subList(0, Math.min(top, live.size()))) {
+      String name = r.tensorName(t);
+      String what = "not a candidate";
+      java.util.Optional<Op> inG = g.op(r.op(t.op()).name());
+      if (inG.isPresent()) {
+        HybridCandidate c = state.of(new TensorId(inG.get().id(), t.output()));
+        if (c != null) {
+          what = c.chosen >= 0 ? c.option().kind().toString()
+              : "kept, " + (c.options.size() - c.next) + " options left";
+        }
+      } else {
+        what = "added by the plan";
+      }
+      sb.append(String.format(" %s %.1f MiB [%s, produced at %d, last read by %s];", name,
+          r.tensor(t).bytes() / 1048576.0, what, rpos[t.op()], lastReader.get(t)));
+    }
+    return sb.toString();
+  }
+
   /** Recomputed producers that read each other form one group (clones read clones). */
   private RecomputePlan recomputePlan() {
     int n = g.size();

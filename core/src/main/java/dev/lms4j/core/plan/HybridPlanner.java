@@ -12,9 +12,11 @@ import org.slf4j.LoggerFactory;
  * The cost-based planner: for each forward tensor the backward pass reads, keep it, swap it
  * (swap-out after its producer, one swap-in triggered by a backward op chosen so that, when
  * transfers overlap compute, the transfer hides behind the compute before its first backward
- * reader) or recompute its producer in the backward pass, minimising the step time the
- * {@link CostModel} predicts while the simulated peak stays under the budget. In the spirit of
- * Capuchin (Peng et al. 2020: swap what hides behind compute, recompute what costs less than an
+ * reader) or recompute its producer in the backward pass; any other tensor may be swapped
+ * across the longest stretch of the schedule in which nothing reads it (a U-Net's skip tensor, a
+ * gradient read again much later, as TFLMS swaps any tensor whose next reader is far);
+ * minimising the step time the {@link CostModel} predicts while the simulated peak stays under
+ * the budget. In the spirit of Capuchin (Peng et al. 2020: swap what hides behind compute, recompute what costs less than an
  * unhidden transfer) and SwapAdvisor (Huang et al. 2020: decide per tensor against a simulator).
  *
  * <p>The loop: simulate the current plan (both rewrites applied to the graph model, the levelled

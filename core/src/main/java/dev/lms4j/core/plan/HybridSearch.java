@@ -68,6 +68,10 @@ final class HybridSearch {
     state.addAll(HybridCandidates.find(g, o, policy, pos));
     Sim cur = descend(eval.simulate());
     if (cur.peak() > available) {
+      if (LOG.isDebugEnabled()) {
+        LOG.debug("[LMS][0] hybrid search gave up after {} simulations: {}",
+            eval.simulations(), eval.describePeak(12));
+      }
       long best = Math.max(cur.peak(), floor);
       throw impossible(best, "the lowest simulated peak the hybrid planner reached was "
           + mib(cur.peak()) + " MiB");

@@ -20,10 +20,16 @@ class FusionsTest {
 
   /**
    * x, w, b; conv = Conv2D(x, w); mid = {@code middle}(conv, b); act = {@code activation}(mid);
-   * plus {@code extra} forward readers of mid and a backward reader of mid.
+   * plus {@code extra} forward readers of mid, and the activation's gradient reading act.
    */
   private static DataflowGraph chain(String producer, String middle, String activation,
       String... extraForwardReaders) {
+    return chain(false, producer, middle, activation, extraForwardReaders);
+  }
+
+  /** As above; with {@code gradientReadsMid} the gradient reads mid as well (C++ ReluGrad). */
+  private static DataflowGraph chain(boolean gradientReadsMid, String producer, String middle,
+      String activation, String... extraForwardReaders) {
     DataflowGraphBuilder b = DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(4 * KB))
         .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB))
@@ -37,7 +43,8 @@ class FusionsTest {
       b.op(e, "Identity", OpCategory.FORWARD, List.of("mid"), Tensor.ofBytes(4 * KB));
     }
     return b.op("loss", "Mean", OpCategory.FORWARD, List.of("act"), Tensor.ofBytes(4))
-        .op("gradients/g", "ReluGrad", OpCategory.BACKWARD, List.of("act", "mid"),
+        .op("gradients/g", "ReluGrad", OpCategory.BACKWARD,
+            gradientReadsMid ? List.of("act", "mid") : List.of("act", "act"),
             Tensor.ofBytes(4 * KB))
         .op("gradients/cg", "Conv2DBackpropFilter", OpCategory.BACKWARD,
             List.of("x", "gradients/g"), Tensor.ofBytes(KB))
@@ -86,6 +93,34 @@ class FusionsTest {
     DataflowGraph two = chain("Conv2D", "BiasAdd", "Relu", "other");
     assertThat(Fusions.intermediate(two, out(two, "mid"))).isFalse();
     assertThat(Fusions.unsafeToRecompute(two, two.opOrThrow("act"))).isFalse();
+  }
+
+  /**
+   * A conv's bias add or batch norm that a backward op reads too (TensorFlow Java's ReluGrad
+   * reads the ReLU's input) has two readers in the graph as given, so the activation is not
+   * fused into it: not an intermediate, and a swap may read it. An add middle and MatMul chains
+   * keep the guard whatever the backward pass reads, and a batch norm is still not recomputed
+   * apart from its activation.
+   */
+  @Test
+  void aConvBiasAddOrBatchNormTheBackwardPassReadsIsNotAnIntermediate() {
+    for (String middle : List.of("BiasAdd", "FusedBatchNorm", "FusedBatchNormV3")) {
+      for (String act : List.of("Relu", "Relu6", "Elu", "Tanh")) {
+        DataflowGraph g = chain(true, "Conv2D", middle, act);
+        assertThat(Fusions.intermediate(g, out(g, "mid"))).as(middle + " " + act).isFalse();
+      }
+    }
+    DataflowGraph bias = chain(true, "Conv2D", "BiasAdd", "Relu");
+    assertThat(Fusions.unsafeToRecompute(bias, bias.opOrThrow("act"))).isFalse();
+    for (String middle : List.of("AddV2", "Add")) {
+      DataflowGraph g = chain(true, "Conv2D", middle, "Relu");
+      assertThat(Fusions.intermediate(g, out(g, "mid"))).as(middle).isTrue();
+    }
+    DataflowGraph bn = chain(true, "Conv2D", "FusedBatchNormV3", "Relu");
+    assertThat(Fusions.fusedBatchNorm(bn, bn.opOrThrow("mid"))).isTrue();
+    assertThat(Fusions.unsafeToRecompute(bn, bn.opOrThrow("mid"))).isTrue();
+    DataflowGraph mm = chain(true, "MatMul", "BiasAdd", "Sigmoid");
+    assertThat(Fusions.intermediate(mm, out(mm, "mid"))).isTrue();
   }
 
   /**
