@@ -137,6 +137,35 @@ class InitOrderTest {
         TfTests.losses(tg.graphDef(), tg.manifest()));
   }
 
+  /**
+   * The one-region primer is a MiB above the largest region the allocator grows below the limit
+   * (the size it doubles to for it is then above the limit, so its region is all of it), made
+   * before every initializer; the losses stay the same, and a graph that has a primer already or
+   * a limit under 4 MiB gets none.
+   */
+  @Test
+  void aOneRegionPrimerIsMadeBeforeEveryInitializer() {
+    long mib = 1 << 20;
+    assertThat(InitOrder.oneRegionPrimer(201 * mib)).isEqualTo(129 * mib);
+    assertThat(InitOrder.oneRegionPrimer(256 * mib)).isEqualTo(129 * mib);
+    assertThat(InitOrder.oneRegionPrimer(27 * mib)).isEqualTo(17 * mib);
+    assertThat(InitOrder.oneRegionPrimer(4 * mib)).isEqualTo(3 * mib);
+    assertThat(InitOrder.oneRegionPrimer(3 * mib)).isZero();
+    TrainingGraph tg = threeVariables(false);
+    GraphDef gd = InitOrder.oneRegion(tg.graphDef(), "init", tg.manifest().runOps(), 64 * mib);
+    assertThat(gd).isNotNull();
+    for (String a : List.of("small_assign", "mid_assign", "big_assign")) {
+      assertThat(GraphImporter.ancestors(gd, Set.of(a))).as(a).contains(InitOrder.PRIMER);
+    }
+    assertThat(TfTests.losses(gd, tg.manifest())).containsExactlyElementsOf(
+        TfTests.losses(tg.graphDef(), tg.manifest()));
+    assertThat(InitOrder.oneRegion(gd, "init", tg.manifest().runOps(), 64 * mib)).isNull();
+    assertThat(InitOrder.oneRegion(tg.graphDef(), "init", tg.manifest().runOps(), 3 * mib))
+        .isNull();
+    assertThat(InitOrder.oneRegion(tg.graphDef(), null, tg.manifest().runOps(), 64 * mib))
+        .isNull();
+  }
+
   @Test
   void whatCannotBeOrderedIsLeftAsGivenWithAReason() {
     TrainingGraph tg = threeVariables(true);

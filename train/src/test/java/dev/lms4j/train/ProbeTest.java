@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
+import dev.lms4j.tf.InitOrder;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.tf.LmsResult;
@@ -255,9 +256,9 @@ class ProbeTest {
   /**
    * Where the planner refuses at 0.95 too, its plan with no margin (the whole budget) is probed
    * first: the probe is the margin. The corpus MLP with dropout (bench size; TensorFlow needs
-   * 111 MiB) at 45 MiB: the hybrid planner's lowest simulated peak, 43 MiB, is above 45 x 0.95,
-   * so auto refuses at 0.95, and the first plan probed is the one at ratio 1.0 (predicted 44.4
-   * MiB). Measured 2026-12-04: it runs out of memory there, as do the plans after it, and the
+   * 111 MiB) at 43 MiB (45 until 2026-12-06, see the budget below): the hybrid planner's lowest
+   * simulated peak, 42 MiB, is above 43 x 0.95, so auto refuses at 0.95, and the first plan
+   * probed is the one at ratio 1.0. Measured 2026-12-04 at 45 MiB: it runs out of memory there, as do the plans after it, and the
    * budget is refused naming the smallest budget a plan was measured to train at (49 MiB: the
    * estimate, 49, trained, and the bisection below it found 48 or 47 in two runs, plus the
    * probe's 2% margin; the fresh-clone CI of 2026-12-04 named 52 MiB, so the figure is checked
@@ -270,8 +271,10 @@ class ProbeTest {
   void whereTheSmallerMarginIsRefusedThePlanWithNoMarginIsProbed() throws Exception {
     TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.MLP_DROPOUT
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
-    long budget = 45 * MIB;
-    // the optimizer's slots on the device: kept on the host, they let a plan fit at 45 MiB
+    // 43 MiB: auto's lowest simulated peak is 42 MiB, above 0.95 of it (45 MiB until
+    // 2026-12-06, when the hybrid planner's reach, 145fecc, found a plan at 0.95 of 45)
+    long budget = 43 * MIB;
+    // the optimizer's slots on the device: kept on the host, they let a plan fit at 43 MiB
     // (SlotOffload), and this test is about the probe's last margin
     Lms auto = Lms.builder().budget(budget).memRatio(LmsBuilder.ORDERED_MEM_RATIO)
         .slotOffload(false).build();
@@ -344,6 +347,41 @@ class ProbeTest {
         .containsExactly(LmsMode.TFLMS);
     assertThat(tflms.alternatives()).isEmpty();
     assertThat(remat.alternatives()).isEmpty();
+  }
+
+  /**
+   * A plan that still runs out of memory after its re-plans is probed once more with init
+   * growing one allocator region of the whole budget first, and kept where it trains there. The
+   * zoo mlp (2 x 768 on 32 inputs, batch 8192: 24 MiB activations) as given, which TensorFlow
+   * trains at 160 MiB and not at 150 (measured 2026-12-06): in regions grown by doubling each
+   * activation holds a region under twice its size whole; in one region of 150 MiB it trained
+   * with a traced peak of 122 MiB. The losses are the unbudgeted run's.
+   */
+  @Test
+  void aPlanThatRanOutOfMemoryIsProbedOnceMoreInOneAllocatorRegion() throws Exception {
+    TrainingGraph tg = ModelZoo.getOrThrow("mlp").build(8192,
+        Map.of("layers", "2", "width", "768", "input", "32"));
+    long budget = 150 * MIB;
+    LmsResult given = Lms.builder().budget(budget).mode(LmsMode.OFF).build().rewrite(tg);
+    Probe.Outcome o = Probe.closeLoop(tg, b -> given, List.of(),
+        Probe.Options.of(budget, 0.8));
+
+    assertThat(o.verdict()).as(o.message()).isEqualTo(Probe.Verdict.REPLANNED);
+    assertThat(o.attempts().get(0).oom()).isTrue();
+    Probe.Attempt last = o.attempts().get(o.attempts().size() - 1);
+    assertThat(last.planner()).isEqualTo("none (one allocator region)");
+    assertThat(last.passed(budget)).isTrue();
+    assertThat(o.attempts().subList(0, o.attempts().size() - 1))
+        .allSatisfy(a -> assertThat(a.oom()).isTrue());
+    assertThat(o.message()).contains("one allocator region of the whole budget");
+    assertThat(o.graphDef().getNodeList()).anyMatch(n -> n.getName().equals(InitOrder.PRIMER));
+    RunResult again = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(again.fits()).as(again.toString()).isTrue();
+    assertThat(again.losses()).containsExactly(BudgetedRuns.referenceLosses(tg, STEPS));
+    // the graph as given does not train there, so the primer is what made the difference
+    RunResult asGiven = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(asGiven.oom()).as(asGiven.toString()).isTrue();
   }
 
   /**
@@ -440,9 +478,13 @@ class ProbeTest {
     assertThat(o.attempts()).as("no plan may run under the budget for this test")
         .noneSatisfy(a -> assertThat(a.fits()).isTrue());
     assertThat(o.message()).contains("checked: it trains at").contains("bisected");
-    // below the unbisected 31 MiB, above the budget, and where the probe passes a plan (26)
+    // above the budget, and at most where the probe passes a plan (26) plus the unbisected
+    // figure's margin: since the hybrid planner reaches TFLMS's simulated floor (145fecc,
+    // 2026-12-06) auto's last plan at 24 MiB is the hybrid's, traced 27.0 MiB without a limit
+    // (tflms's: 23.0), and the figure bisected from it is 31 MiB (26 before): a looser figure,
+    // still measured and checked
     assertThat(o.smallestBudgetBytes()).as(o.message()).isGreaterThan(budget)
-        .isLessThanOrEqualTo(27 * MIB);
+        .isLessThanOrEqualTo(31 * MIB);
   }
 
   /**
