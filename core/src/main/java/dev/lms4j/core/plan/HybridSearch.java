@@ -69,8 +69,15 @@ final class HybridSearch {
     Sim cur = descend(eval.simulate());
     if (cur.peak() > available) {
       if (LOG.isDebugEnabled()) {
+        String peak;
+        try {
+          peak = eval.describePeak(12);
+        } catch (RuntimeException e) {
+          // a debug line never stops planning
+          peak = "(not described: " + e.getMessage() + ")";
+        }
         LOG.debug("[LMS][0] hybrid search gave up after {} simulations: {}",
-            eval.simulations(), eval.describePeak(12));
+            eval.simulations(), peak);
       }
       long best = Math.max(cur.peak(), floor);
       throw impossible(best, "the lowest simulated peak the hybrid planner reached was "
