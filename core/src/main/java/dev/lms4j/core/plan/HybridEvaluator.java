@@ -67,33 +67,56 @@ final class HybridEvaluator {
     return simulations;
   }
 
+  /**
+   * The current decisions applied to the graph model and simulated in its levelled schedule.
+   *
+   * @param rp      the recomputation plan
+   * @param sp      the swap plan
+   * @param model   the graph model with both applied
+   * @param order   its levelled schedule
+   * @param pos     each op's position in {@code order}
+   * @param profile the simulation
+   */
+  private record Applied(RecomputePlan rp, SwapPlan sp, DataflowGraph model, int[] order,
+      int[] pos, MemoryProfile profile) {}
+
+  /**
+   * Builds the plans of the current decisions, applies them and simulates the result.
+   *
+   * @throws IllegalArgumentException when the plans close a cycle
+   */
+  private Applied apply() {
+    RecomputePlan rp = recomputePlan();
+    SwapPlan sp = swapPlan(rp);
+    if (!rp.equals(lastRecompute)) {
+      // many steps change only the swaps: the recomputed graph is reused
+      lastRecomputed = RecomputeApplier.apply(g, rp);
+      lastRecompute = rp;
+    }
+    DataflowGraph r = PlanApplier.apply(lastRecomputed, sp);
+    int[] order = Levels.of(r).schedule();
+    int[] pos = new int[r.size()];
+    for (int i = 0; i < order.length; i++) {
+      pos[order[i]] = i;
+    }
+    return new Applied(rp, sp, r, order, pos, MemorySimulator.simulate(r, order));
+  }
+
   /** Builds the plans of the current decisions and simulates them; null on a cycle. */
   Sim simulate() {
     simulations++;
-    RecomputePlan rp = recomputePlan();
-    SwapPlan sp = swapPlan(rp);
-    DataflowGraph r;
-    int[] order;
+    Applied a;
     try {
-      if (!rp.equals(lastRecompute)) {
-        // many steps change only the swaps: the recomputed graph is reused
-        lastRecomputed = RecomputeApplier.apply(g, rp);
-        lastRecompute = rp;
-      }
-      r = PlanApplier.apply(lastRecomputed, sp);
-      order = Levels.of(r).schedule();
+      a = apply();
     } catch (IllegalArgumentException e) {
       LOG.debug("plan rejected: {}", e.getMessage());
       return null;
     }
-    MemoryProfile prof = MemorySimulator.simulate(r, order);
-    int at = prof.peakAt();
+    DataflowGraph r = a.model();
+    int at = a.profile().peakAt();
     List<TensorId> live = new ArrayList<>();
     if (at >= 0) {
-      int[] rpos = new int[r.size()];
-      for (int i = 0; i < order.length; i++) {
-        rpos[order[i]] = i;
-      }
+      int[] rpos = a.pos();
       for (HybridCandidate c : state.candidates) {
         int p = rpos[c.tid.op()];
         if (p > at) {
@@ -110,7 +133,7 @@ final class HybridEvaluator {
         }
       }
     }
-    return new Sim(prof.peakBytes(), live, sp, rp);
+    return new Sim(a.profile().peakBytes(), live, a.sp(), a.rp());
   }
 
   /**
@@ -119,18 +142,15 @@ final class HybridEvaluator {
    * with it (not a candidate; kept with options left; swapped; recomputed).
    */
   String describePeak(int top) {
-    RecomputePlan rp = recomputePlan();
-    DataflowGraph r = PlanApplier.apply(RecomputeApplier.apply(g, rp), swapPlan(rp));
-    int[] order = Levels.of(r).schedule();
-    MemoryProfile prof = MemorySimulator.simulate(r, order);
+    Applied applied = apply();
+    DataflowGraph r = applied.model();
+    int[] order = applied.order();
+    MemoryProfile prof = applied.profile();
     int at = prof.peakAt();
     if (at < 0) {
       return "the peak is resident memory";
     }
-    int[] rpos = new int[r.size()];
-    for (int i = 0; i < order.length; i++) {
-      rpos[order[i]] = i;
-    }
+    int[] rpos = applied.pos();
     List<TensorId> live = new ArrayList<>();
     Map<TensorId, String> lastReader = new HashMap<>();
     for (int v : order) {
