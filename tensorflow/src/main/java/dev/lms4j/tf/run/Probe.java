@@ -448,9 +448,8 @@ public final class Probe {
     boolean lastOom = false;
     for (int t = 1; t <= o.tries(); t++) {
       last = plan;
-      Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan",
-          plan.planner() == null ? "none" : plan.planner(), ratio,
-          plan.predictedPeakAfter(), o);
+      Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan", plannerLabel(plan),
+          ratio, plan.predictedPeakAfter(), o);
       attempts.add(a);
       if (a.passed(budget)) {
         return new Outcome(replans == 0 ? Verdict.ACCEPTED : Verdict.REPLANNED, plan, attempts,
@@ -538,11 +537,12 @@ public final class Probe {
       replans++;
     }
     if (lastOom) {
-      Outcome one = inOneRegion(tg, last, ratio, o, attempts, replans);
+      int before = attempts.size();
+      Outcome one = inOneRegion(tg, last, ratio, o, attempts, replans + 1);
       if (one != null) {
         return one;
       }
-      replans++;
+      replans += attempts.size() - before;
     }
     return unmodifiedOrRefuse(tg, planner, alternatives, o, attempts, replans, null,
         new Failed(last, largestFailed));
@@ -558,8 +558,9 @@ public final class Probe {
    * the other modes' plans, not before: on the corpus DenseNet at 29 MiB one region ran out of
    * memory where the graph's own order trained. Adds the probe to {@code attempts}.
    *
+   * @param replans the re-plans counted with this probe
    * @return the outcome with the plan in one region where it passed, else null (also where
-   *     init cannot be given the primer)
+   *     init cannot be given the primer, and nothing is probed)
    */
   private static Outcome inOneRegion(TrainingGraph tg, LmsResult plan, double ratio, Options o,
       List<Attempt> attempts, int replans) {
@@ -570,13 +571,12 @@ public final class Probe {
       return null;
     }
     Attempt r = probe(tg, one, attempts.size() + 1, "plan",
-        (plan.planner() == null ? "none" : plan.planner()) + " (one allocator region)", ratio,
-        plan.predictedPeakAfter(), o);
+        plannerLabel(plan) + " (one allocator region)", ratio, plan.predictedPeakAfter(), o);
     attempts.add(r);
     if (!r.passed(budget)) {
       return null;
     }
-    return new Outcome(Verdict.REPLANNED, plan.withGraphDef(one), attempts, replans + 1, -1,
+    return new Outcome(Verdict.REPLANNED, plan.withGraphDef(one), attempts, replans, -1,
         String.format(Locale.ROOT, "the %s (predicted peak %s) ran under %d MiB with a traced "
             + "peak of %s once init grew one allocator region of the whole budget (a %s primer "
             + "made first), where it ran out of memory in regions grown by doubling",
@@ -896,8 +896,8 @@ public final class Probe {
     }
     seen.add(p.graphDef());
     RunResult r = runAt(tg, p.graphDef(), mib << 20, o);
-    LOG.info("[LMS][probe] A plan ({}) for {} MiB: {}", p.planner() == null ? "none"
-        : p.planner(), mib, r.fits() ? "trains" : "does not train");
+    LOG.info("[LMS][probe] A plan ({}) for {} MiB: {}", plannerLabel(p), mib,
+        r.fits() ? "trains" : "does not train");
     return r.fits() ? null : "a plan for " + mib + " MiB " + (r.oom() ? "ran out of memory"
         : "failed: " + r.error());
   }
@@ -1032,6 +1032,11 @@ public final class Probe {
         PlanningContext.of(Budget.none(), TensorPolicy.builtin(model)), peak);
     return new LmsResult(tg.graphDef(), none, model, GraphStats.of(model), peak,
         (System.nanoTime() - t0) / 1_000_000, 0, null);
+  }
+
+  /** A plan's planner as the probe's tries name it ("none" for the graph as given). */
+  private static String plannerLabel(LmsResult plan) {
+    return plan.planner() == null ? "none" : plan.planner();
   }
 
   /** The tries that probed a plan (not the unmodified graph). */
