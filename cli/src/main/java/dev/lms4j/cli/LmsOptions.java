@@ -213,6 +213,12 @@ final class LmsOptions {
           + "resnet50 --steps 3). Ops missing from it keep their estimate.")
   Path profile;
 
+  /**
+   * The trace {@code --profile} names, read once: options are checked before and after a model
+   * is built, and the cost model reads the trace too.
+   */
+  private Map<String, Double> profiled;
+
   @Option(names = "--dump-dot", paramLabel = "DIR",
       description = "Write the graph before and after the rewrite as Graphviz files "
           + "DIR/before.dot and DIR/after.dot, swapped and recomputed ops marked (XLA's "
@@ -309,6 +315,13 @@ final class LmsOptions {
 
   /** The op times of {@code --profile}, microseconds by op name; throws when none can be read. */
   Map<String, Double> profileUs() {
+    if (profiled == null) {
+      profiled = loadProfile();
+    }
+    return profiled;
+  }
+
+  private Map<String, Double> loadProfile() {
     if (Files.isDirectory(profile)) {
       throw new IllegalArgumentException("--profile " + profile + " is a directory, not a trace");
     }
