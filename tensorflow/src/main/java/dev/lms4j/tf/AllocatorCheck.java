@@ -29,7 +29,8 @@ import org.slf4j.LoggerFactory;
  * needed 19 MiB of the allocator, 0.61 was out of reach, and the planner's most thorough plan
  * (every activation swapped, 11.6 MiB simulated) needs 15.
  *
- * <p>A plan is accepted where its replay fits the budget with {@link #HEADROOM} of it to spare:
+ * <p>A plan is accepted where its replay fits the budget with {@link #HEADROOM} of it to spare,
+ * and its chunks in use under the whole budget leave that headroom free too ({@link #accepts}):
  * the replay follows its own order, not the executor's, and places regions as it grows them,
  * so an allocation at the very edge can go either way. Measured on the zoo's mlp (4 x 512,
  * batch 1024): a hybrid plan the replay fitted into exactly 19 MiB ran out of memory at 19 MiB
@@ -100,6 +101,8 @@ final class AllocatorCheck {
     MemoryPlan current = plan;
     MemoryPlan best = plan;
     long bestNeed = Long.MAX_VALUE;
+    // the smallest limit the best plan's replay fits (its need may be above it: chunks in use)
+    long bestLimitNeed = Long.MAX_VALUE;
     double ratio = budget.memRatio();
     // the memory ratio the current plan was made at
     double planRatio = ratio;
@@ -109,7 +112,7 @@ final class AllocatorCheck {
       DataflowGraph r = current.applyTo(model);
       // every order TensorFlow may run the step in must fit
       java.util.List<int[]> orders = steps.orders(r);
-      if (orders.stream().allMatch(o -> fits(r, o, accept, layouts))) {
+      if (orders.stream().allMatch(o -> accepts(r, o, whole, accept, layouts))) {
         if (t > 1) {
           LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "
               + "budget with {}% to spare", t, current.planner(), String.format("%.2f", ratio),
@@ -117,7 +120,8 @@ final class AllocatorCheck {
         }
         return new Outcome(current, false, 0);
       }
-      long need = needBytes(r, orders, whole, layouts);
+      long limitNeed = needBytes(r, orders, whole, layouts);
+      long need = Math.max(limitNeed, chunksNeed(r, orders, whole, layouts));
       LOG.info("[LMS][0] Allocator replay: plan {} ({}, simulated peak {} MiB) needs about {} "
           + "MiB of TensorFlow's allocator (whole chunks, regions), more than {} MiB ({}% of the "
           + "{} MiB budget spared)", t, current.needed() ? current.planner() : "no rewrite",
@@ -128,6 +132,7 @@ final class AllocatorCheck {
       if (lower) {
         best = current;
         bestNeed = need;
+        bestLimitNeed = limitNeed;
       }
       if (t == TRIES) {
         break;
@@ -176,7 +181,8 @@ final class AllocatorCheck {
     }
     int[] givenOrder = Levels.of(given).schedule();
     if (fits(given, givenOrder, whole, layouts)) {
-      long givenNeed = needBytes(given, givenOrder, whole, layouts);
+      long givenNeed = Math.max(needBytes(given, givenOrder, whole, layouts),
+          chunksNeed(given, java.util.List.of(givenOrder), whole, layouts));
       if (givenNeed <= bestNeed) {
         LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
             + "the graph as given fits it and needs no more: it is left as it was",
@@ -184,7 +190,7 @@ final class AllocatorCheck {
         return new Outcome(null, true, givenNeed);
       }
     }
-    if (!best.needed() && bestNeed > whole) {
+    if (!best.needed() && bestLimitNeed > whole) {
       // the planners saw no need to rewrite, the allocator does, and no plan came under it
       throw new PlanningException("A budget of " + Budget.mib(whole) + " MiB cannot work: the "
           + "graph's live tensors fit it, but TensorFlow's allocator (whole chunks, regions) "
@@ -204,6 +210,52 @@ final class AllocatorCheck {
    */
   static boolean fits(DataflowGraph g, long budget, boolean layouts) {
     return fits(g, Levels.of(g).schedule(), budget, layouts);
+  }
+
+  /**
+   * True when a step of {@code g} in {@code order} is accepted under a budget of {@code whole}:
+   * its replay fits {@code accept} (the budget less the headroom), and replayed under the whole
+   * budget, as TensorFlow will run it, the chunks it holds never come within the headroom of the
+   * limit. Both are needed: a smaller limit cuts the last region, but where a large tensor holds
+   * a whole chunk of it (under twice its size) at either limit, the rest of the step shares the
+   * same earlier regions at both, and only the chunks in use show how little room it has left.
+   * Measured on the corpus encoder (framework Adam): swap's plan for 58 MiB (46.3 MiB simulated)
+   * fitted the replay at 55 MiB but held 57.3 MiB of chunks at 58 (a 15.6 MiB tensor whole in the
+   * 28 MiB region); TensorFlow ran out of memory at 58 with 57.5 MiB of chunks in use and 488 KiB
+   * free for a 512 KiB request. The same happened to the plans for 55 and 61 MiB, where the plans
+   * for 52 and 64 trained.
+   */
+  private static boolean accepts(DataflowGraph g, int[] order, long whole, long accept,
+      boolean layouts) {
+    BfcReplay.Layout l = layouts ? ResidentLayouts.fitting(g, order, accept)
+        : BfcReplay.replay(g, order, accept).fits() ? BfcReplay.Layout.GRAPH_ORDER : null;
+    if (l == null) {
+      return false;
+    }
+    BfcReplay.Result r = BfcReplay.replay(g, order, whole, l);
+    return r.fits() && r.peakInUse() <= accept;
+  }
+
+  /**
+   * The budget whose headroom the chunks a step of {@code g} holds under {@code whole} would
+   * leave free (their peak over one less the headroom), bytes; 0 where the replay under
+   * {@code whole} does not fit (its need is {@link #needBytes} then).
+   */
+  private static long chunksNeed(DataflowGraph g, java.util.List<int[]> orders, long whole,
+      boolean layouts) {
+    long need = 0;
+    for (int[] o : orders) {
+      BfcReplay.Layout l = layouts ? ResidentLayouts.fitting(g, o, whole)
+          : BfcReplay.Layout.GRAPH_ORDER;
+      if (l == null) {
+        continue;
+      }
+      BfcReplay.Result r = BfcReplay.replay(g, o, whole, l);
+      if (r.fits()) {
+        need = Math.max(need, (long) Math.ceil(r.peakInUse() / (1 - HEADROOM)));
+      }
+    }
+    return need;
   }
 
   private static boolean fits(DataflowGraph g, int[] order, long budget, boolean layouts) {

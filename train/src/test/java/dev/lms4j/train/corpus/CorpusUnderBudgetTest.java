@@ -102,6 +102,26 @@ class CorpusUnderBudgetTest {
   }
 
   /**
+   * A plan is accepted only where its chunks leave the allocator check's headroom under the
+   * whole budget. The encoder at bench size (framework Adam, a 15.6 MiB logits tensor): at 61
+   * MiB swap's plan (tflms's, 48.2 MiB simulated) fitted the replay under 58 MiB, the headroom's
+   * limit, but ran out of memory at 61 allocating 512 KiB in {@code gradients/Div_5}, its logits
+   * holding a 27.5 MiB chunk of the last region whole (measured 2026-12-06, as did the plans for
+   * 55 and 58). No plan with Adam's slots on the device leaves the headroom there, so the slots
+   * go to the host (the lever that otherwise only a refusal pulls) and the plan with them trains
+   * with the unbudgeted losses.
+   */
+  @Test
+  void aPlanWhoseChunksFillTheBudgetIsPlannedAgainAndTrains() throws Exception {
+    TrainingGraph tg = Corpus.Family.ENCODER.build(Corpus.Size.BENCH, 42);
+    long budget = 61 * MIB;
+    double[] reference = BudgetedRuns.referenceLosses(tg, 2);
+    LmsResult lr = Lms.builder().budget(budget).mode(LmsMode.SWAP).build().rewrite(tg);
+    assertThat(lr.preRewrites().offloadedSlots()).isPositive();
+    BudgetedRuns.assertTrainsLikeTheReference("swap", lr, tg, budget, reference);
+  }
+
+  /**
    * At a budget where TensorFlow trains the unmodified graph, {@code auto} plans; before the
    * rewrites it refused the lstm there. Measured with {@code run --lms off}: plain TensorFlow
    * trains this lstm at 23 MiB (2 of 2 runs) and runs out of memory at 21 MiB (2 of 2), although
