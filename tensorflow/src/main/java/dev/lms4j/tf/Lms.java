@@ -354,72 +354,31 @@ public final class Lms {
    */
   private LmsResult rewrite(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps, String initOp, boolean ordered) {
-    return attempt(gd, feedShapes, trainOp, runOps, initOp, ordered).result();
-  }
-
-  /**
-   * A rewrite, and where the allocator check kept a plan that does not leave its headroom
-   * ({@link AllocatorCheck}), the allocator model's need of that plan (bytes; else 0).
-   */
-  private record Attempt(LmsResult result, long shortBytes) {}
-
-  /**
-   * The rewrite, with the last levers pulled where no plan fits: the optimizer's slots, then
-   * the weights, leave the device between their uses. They are pulled too where plans fit the
-   * simulation but none leaves the allocator check's headroom: the plan with them on the host is
-   * kept where it needs less of the allocator.
-   */
-  private Attempt attempt(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
-      Set<String> runOps, String initOp, boolean ordered) {
-    Attempt a;
     try {
-      a = rewritePlanned(gd, feedShapes, trainOp, runOps, initOp, ordered);
+      return rewritePlanned(gd, feedShapes, trainOp, runOps, initOp, ordered);
     } catch (PlanningException e) {
       Lms offloaded = offloading(gd, targets(runOps, trainOp));
       if (offloaded == null) {
         throw e;
       }
-      LOG.info("[LMS][0] No plan fits with the {} on the device ({}); planning again {}",
-          offloaded.weightsNow ? "weights" : "optimizer's slots", e.getMessage(),
-          offloadedHow(offloaded));
+      // the last levers: the optimizer's slots, then the weights, leave the device between
+      // their uses
+      if (offloaded.weightsNow) {
+        LOG.info("[LMS][0] No plan fits with the weights on the device ({}); planning again "
+            + "with them kept on the host, parsed just before each op that reads them",
+            e.getMessage());
+      } else {
+        LOG.info("[LMS][0] No plan fits with the optimizer's slots on the device ({}); "
+            + "planning again with them kept on the host between their updates",
+            e.getMessage());
+      }
       try {
-        return offloaded.attempt(gd, feedShapes, trainOp, runOps, initOp, ordered);
+        return offloaded.rewrite(gd, feedShapes, trainOp, runOps, initOp, ordered);
       } catch (PlanningException again) {
         throw again.smallestBudgetBytes() > 0 && (e.smallestBudgetBytes() <= 0
             || again.smallestBudgetBytes() < e.smallestBudgetBytes()) ? again : e;
       }
     }
-    if (a.shortBytes() <= 0) {
-      return a;
-    }
-    Lms offloaded = offloading(gd, targets(runOps, trainOp));
-    if (offloaded == null) {
-      return a;
-    }
-    LOG.info("[LMS][0] No plan leaves {}% of the {} MiB budget free in TensorFlow's allocator "
-        + "with the {} on the device (the closest needs about {} MiB); planning again {}",
-        Math.round(AllocatorCheck.HEADROOM * 100), Budget.mib(budget.bytes()),
-        offloaded.weightsNow ? "weights" : "optimizer's slots", Budget.mibUp(a.shortBytes()),
-        offloadedHow(offloaded));
-    try {
-      Attempt b = offloaded.attempt(gd, feedShapes, trainOp, runOps, initOp, ordered);
-      if (b.shortBytes() < a.shortBytes()) {
-        return b;
-      }
-      LOG.info("[LMS][0] The plan with them on the host needs about {} MiB of the allocator: "
-          + "the plan with them on the device is kept", Budget.mibUp(b.shortBytes()));
-    } catch (PlanningException e) {
-      LOG.info("[LMS][0] No plan with them on the host ({}): the plan with them on the device "
-          + "is kept", e.getMessage());
-    }
-    return a;
-  }
-
-  /** How {@code offloaded} keeps what it offloads, for a log line. */
-  private static String offloadedHow(Lms offloaded) {
-    return offloaded.weightsNow
-        ? "with them kept on the host, parsed just before each op that reads them"
-        : "with them kept on the host between their updates";
   }
 
   /** The ops a step runs: {@code runOps}, else the train op, else none. */
@@ -427,7 +386,7 @@ public final class Lms {
     return !runOps.isEmpty() ? runOps : trainOp != null ? Set.of(trainOp) : Set.of();
   }
 
-  private Attempt rewritePlanned(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
+  private LmsResult rewritePlanned(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps, String initOp, boolean ordered) {
     long t0 = System.nanoTime();
     LOG.info("[LMS][0] Editing model for LMS");
@@ -437,9 +396,9 @@ public final class Lms {
     if (SwapRewriter.isRewritten(gd) || model.isRewritten()) {
       LOG.info("[LMS][0] This model has already been updated with LMS swap operations. "
           + "LMS will not re-process it.");
-      return new Attempt(new LmsResult(gd, MemoryPlan.unchanged(mode.cliName(), model,
+      return new LmsResult(gd, MemoryPlan.unchanged(mode.cliName(), model,
           PlanningContext.of(budget, TensorPolicy.builtin(model)), before), model, stats,
-          before, ms(t0), 0, null), 0);
+          before, ms(t0), 0, null);
     }
     GraphDef given = gd;
     DataflowGraph givenModel = model;
@@ -606,8 +565,6 @@ public final class Lms {
     // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
     StepOrder steps = ordered && allocatorCheck && budget.isSet() && mode.plans()
         ? StepOrder.serial(gd, feedShapes, runOps) : StepOrder.levelled();
-    // the allocator's need of a plan the check kept without its headroom (0: none)
-    long shortBytes = 0;
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
@@ -616,7 +573,6 @@ public final class Lms {
         asGiven = true;
       } else {
         plan = o.plan();
-        shortBytes = o.needBytes();
       }
     }
     if (!asGiven && !plan.needed() && scheduled == null && pre.changed()
@@ -653,7 +609,7 @@ public final class Lms {
         LOG.warn("[LMS][0] The {} schedule and the plan together close a cycle through {} "
             + "(counting the filter and bias gradients oneDNN merges as one op); planning again "
             + "without the schedule", scheduler.name().toLowerCase(java.util.Locale.ROOT), cycle);
-        return source.copy().scheduler(Scheduling.Scheduler.NONE).build().attempt(given,
+        return source.copy().scheduler(Scheduling.Scheduler.NONE).build().rewrite(given,
             feedShapes, trainOp, runOps, initOp, ordered);
       }
       throw new IllegalStateException("lms4j's rewrite closed a cycle through " + cycle
@@ -667,8 +623,8 @@ public final class Lms {
     }
     long planningMs = ms(t0);
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
-    return new Attempt(new LmsResult(out, plan, model, stats, before, planningMs, added,
-        scheduled, pre, initLayout), asGiven ? 0 : shortBytes);
+    return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre,
+        initLayout);
   }
 
   /** {@code gd} with its init ordered, and the order. */
