@@ -227,8 +227,7 @@ final class AllocatorCheck {
    */
   private static boolean accepts(DataflowGraph g, int[] order, long whole, long accept,
       boolean layouts) {
-    BfcReplay.Layout l = layouts ? ResidentLayouts.fitting(g, order, accept)
-        : BfcReplay.replay(g, order, accept).fits() ? BfcReplay.Layout.GRAPH_ORDER : null;
+    BfcReplay.Layout l = fitting(g, order, accept, layouts);
     if (l == null) {
       return false;
     }
@@ -259,8 +258,20 @@ final class AllocatorCheck {
   }
 
   private static boolean fits(DataflowGraph g, int[] order, long budget, boolean layouts) {
-    return layouts ? ResidentLayouts.fitting(g, order, budget) != null
-        : BfcReplay.replay(g, order, budget).fits();
+    return fitting(g, order, budget, layouts) != null;
+  }
+
+  /**
+   * The layout in which a step of {@code g} in {@code order} fits {@code budget}: the graph's
+   * order where it fits, else (with {@code layouts}) one of {@link ResidentLayouts}; null where
+   * none does.
+   */
+  private static BfcReplay.Layout fitting(DataflowGraph g, int[] order, long budget,
+      boolean layouts) {
+    if (layouts) {
+      return ResidentLayouts.fitting(g, order, budget);
+    }
+    return BfcReplay.replay(g, order, budget).fits() ? BfcReplay.Layout.GRAPH_ORDER : null;
   }
 
   /** The smallest budget a step of {@code g} as it is fits the allocator model under, bytes. */

@@ -5,9 +5,11 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.offset;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.SyntheticGraphs;
 import dev.lms4j.core.graph.Tensor;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningContext;
@@ -205,9 +207,9 @@ class AllocatorCheckTest {
     DataflowGraph given = small();
     long budget = 100 * MIB;
     assertThat(AllocatorCheck.fits(given, budget, false)).isTrue();
-    assertThat(dev.lms4j.core.memory.BfcReplay.replay(model, levelled(model), budget)
+    assertThat(BfcReplay.replay(model, levelled(model), budget)
         .peakInUse()).isEqualTo(95 * MIB + MIB / 2);
-    assertThat(dev.lms4j.core.memory.BfcReplay.replay(given, levelled(given), budget)
+    assertThat(BfcReplay.replay(given, levelled(given), budget)
         .peakInUse()).isEqualTo(budget);
     PlanningContext ctx = PlanningContext.of(Budget.of(budget), TensorPolicy.builtin(model));
     MemoryPlan plan = MemoryPlan.unchanged("test", model, ctx, 0);
@@ -291,8 +293,8 @@ class AllocatorCheckTest {
   @Test
   void aPlanWhoseChunksInUseUnderTheWholeBudgetLeaveLessThanTheHeadroomIsPlannedAgain() {
     DataflowGraph g = small();
-    assertThat(dev.lms4j.core.memory.BfcReplay.replay(g, levelled(g), 95 * MIB).fits()).isTrue();
-    assertThat(dev.lms4j.core.memory.BfcReplay.replay(g, levelled(g), 100 * MIB).peakInUse())
+    assertThat(BfcReplay.replay(g, levelled(g), 95 * MIB).fits()).isTrue();
+    assertThat(BfcReplay.replay(g, levelled(g), 100 * MIB).peakInUse())
         .isEqualTo(100 * MIB);
     PlanningContext ctx = PlanningContext.of(Budget.of(100 * MIB), TensorPolicy.builtin(g));
     List<Double> ratios = new ArrayList<>();
@@ -304,11 +306,11 @@ class AllocatorCheckTest {
     assertThat(ratios.get(0)).isCloseTo(0.8 * 95 / (100 / 0.95), offset(1e-3));
     // no plan comes under, and the graph as given fits the whole budget: left as it was
     assertThat(o.asGiven()).isTrue();
-    assertThat(dev.lms4j.core.memory.BfcReplay.replay(g, levelled(g), 124 * MIB).peakInUse())
+    assertThat(BfcReplay.replay(g, levelled(g), 124 * MIB).peakInUse())
         .isEqualTo(94 * MIB);
   }
 
   private static int[] levelled(DataflowGraph g) {
-    return dev.lms4j.core.graph.Levels.of(g).schedule();
+    return Levels.of(g).schedule();
   }
 }
