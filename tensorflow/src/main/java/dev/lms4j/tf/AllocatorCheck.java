@@ -8,6 +8,7 @@ import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningContext;
 import dev.lms4j.core.plan.PlanningException;
+import java.util.List;
 import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -37,10 +38,11 @@ import org.slf4j.LoggerFactory;
  * (its traced peak 18.1 MiB under a large budget), though the replay's 6.0 MiB in use before
  * the step matches a traced init's.
  *
- * <p>When no plan fits the replay, the graph as given is replayed too: where it fits the whole
- * budget and needs no more than the closest plan, it is left as it was (never worse than
- * TensorFlow). Otherwise the plan the replay
- * found closest is kept, with a warning naming its need: the allocator model misses kernel
+ * <p>When none of the planner's plans fits the replay, the alternative planners (the modes a
+ * probe would try next) plan once each at the same budget, and the fastest of their plans the
+ * replay accepts is taken. When no plan fits the replay, the graph as given is replayed too:
+ * where it fits the whole budget and needs no more than the closest plan, it is left as it was
+ * (never worse than TensorFlow). Otherwise the plan the replay found closest is kept, with a warning naming its need: the allocator model misses kernel
  * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
  * a plan on its own; {@code run} and {@code train} probe the plan before training. Where the
  * closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
@@ -95,6 +97,110 @@ final class AllocatorCheck {
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
       StepOrder steps) {
+    return check(model, given, ctx, plan, planner, layouts, steps, List.of());
+  }
+
+  /**
+   * As above; where none of {@code planner}'s plans is accepted, each of the
+   * {@code alternatives} (other planners, as {@link Lms#alternatives()} names them) plans once
+   * at the same budget and memory ratio, and the replay judges their plans too: of those it
+   * accepts, the one predicted fastest is taken; else the closest of all plans is kept as
+   * before. The planners rank plans by live bytes, the allocator by whole chunks, so another
+   * planner's plan can fit where this one's cannot: measured on the corpus DenseNet at 28 MiB,
+   * auto's hybrid plans (21.9-22.1 MiB simulated) needed 30 MiB of the allocator in the replay
+   * and ran out of memory, while tflms's plan (21.9 MiB) needed 27 and trains at 26 MiB.
+   */
+  static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
+      MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
+      StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives) {
+    long whole = ctx.budget().bytes();
+    Search s = search(model, ctx, plan, planner, layouts, steps);
+    if (s.accepted() != null) {
+      return new Outcome(s.accepted(), false, 0);
+    }
+    MemoryPlan faster = null;
+    for (Function<PlanningContext, MemoryPlan> alternative : alternatives) {
+      MemoryPlan p;
+      try {
+        p = alternative.apply(ctx);
+      } catch (PlanningException e) {
+        LOG.info("[LMS][0] Allocator replay: an alternative planner has no plan ({})",
+            e.getMessage());
+        continue;
+      }
+      if (!p.needed()) {
+        continue;
+      }
+      DataflowGraph r = p.applyTo(model);
+      List<int[]> orders = steps.orders(r);
+      long accept = whole - (long) (HEADROOM * whole);
+      if (orders.stream().allMatch(o -> accepts(r, o, whole, accept, layouts))) {
+        LOG.info("[LMS][0] Allocator replay: the {} plan (simulated peak {} MiB) fits the {} "
+            + "MiB budget with {}% to spare", p.planner(),
+            String.format("%.1f", p.estimate().peakAfter() / 1048576.0), Budget.mib(whole),
+            Math.round(HEADROOM * 100));
+        if (faster == null || p.estimate().stepMsAfter() < faster.estimate().stepMsAfter()) {
+          faster = p;
+        }
+        continue;
+      }
+      long limitNeed = needBytes(r, orders, whole, layouts);
+      long need = Math.max(limitNeed, chunksNeed(r, orders, whole, layouts));
+      LOG.info("[LMS][0] Allocator replay: the {} plan (simulated peak {} MiB) needs about {} "
+          + "MiB", p.planner(), String.format("%.1f", p.estimate().peakAfter() / 1048576.0),
+          Budget.mibUp(need));
+      if (need < s.bestNeed()) {
+        s = new Search(null, p, need, limitNeed);
+      }
+    }
+    if (faster != null) {
+      return new Outcome(faster, false, 0);
+    }
+    MemoryPlan best = s.best();
+    long bestNeed = s.bestNeed();
+    long bestLimitNeed = s.bestLimitNeed();
+    int[] givenOrder = Levels.of(given).schedule();
+    if (fits(given, givenOrder, whole, layouts)) {
+      long givenNeed = Math.max(needBytes(given, givenOrder, whole, layouts),
+          chunksNeed(given, List.of(givenOrder), whole, layouts));
+      if (givenNeed <= bestNeed) {
+        LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
+            + "the graph as given fits it and needs no more: it is left as it was",
+            Math.round(HEADROOM * 100), Budget.mib(whole));
+        return new Outcome(null, true, givenNeed);
+      }
+    }
+    if (!best.needed() && bestLimitNeed > whole) {
+      // the planners saw no need to rewrite, the allocator does, and no plan came under it
+      throw new PlanningException("A budget of " + Budget.mib(whole) + " MiB cannot work: the "
+          + "graph's live tensors fit it, but TensorFlow's allocator (whole chunks, regions) "
+          + "needs about " + Budget.mibUp(bestNeed) + " MiB for it, and no plan at a lower "
+          + "memory ratio came under the budget.", bestNeed);
+    }
+    LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free; keeping "
+        + "the {} plan, which needs about {} MiB of TensorFlow's allocator (the model may miss "
+        + "kernel scratch, so a plan is not refused on this alone)", Math.round(HEADROOM * 100),
+        Budget.mib(whole), best.needed() ? best.planner() : "no-rewrite", Budget.mibUp(bestNeed));
+    return new Outcome(best, false, bestNeed);
+  }
+
+  /**
+   * The plans {@code planner} makes while the replay does not accept them.
+   *
+   * @param accepted      the plan the replay accepted, or null
+   * @param best          else the plan whose replay needs least
+   * @param bestNeed      its need, bytes (chunks in use counted)
+   * @param bestLimitNeed the smallest limit its replay fits, bytes
+   */
+  private record Search(MemoryPlan accepted, MemoryPlan best, long bestNeed,
+      long bestLimitNeed) {}
+
+  /**
+   * Replays {@code plan}, planning again through {@code planner} at lower memory ratios while
+   * the replay does not accept it, {@link #TRIES} plans at most.
+   */
+  private static Search search(DataflowGraph model, PlanningContext ctx, MemoryPlan plan,
+      Function<PlanningContext, MemoryPlan> planner, boolean layouts, StepOrder steps) {
     Budget budget = ctx.budget();
     long whole = budget.bytes();
     long accept = whole - (long) (HEADROOM * whole);
@@ -111,14 +217,14 @@ final class AllocatorCheck {
     for (int t = 1; t <= TRIES; t++) {
       DataflowGraph r = current.applyTo(model);
       // every order TensorFlow may run the step in must fit
-      java.util.List<int[]> orders = steps.orders(r);
+      List<int[]> orders = steps.orders(r);
       if (orders.stream().allMatch(o -> accepts(r, o, whole, accept, layouts))) {
         if (t > 1) {
           LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "
               + "budget with {}% to spare", t, current.planner(), String.format("%.2f", ratio),
               Budget.mib(whole), Math.round(HEADROOM * 100));
         }
-        return new Outcome(current, false, 0);
+        return new Search(current, null, 0, 0);
       }
       long limitNeed = needBytes(r, orders, whole, layouts);
       long need = Math.max(limitNeed, chunksNeed(r, orders, whole, layouts));
@@ -179,29 +285,7 @@ final class AllocatorCheck {
       current = next;
       planRatio = ratio;
     }
-    int[] givenOrder = Levels.of(given).schedule();
-    if (fits(given, givenOrder, whole, layouts)) {
-      long givenNeed = Math.max(needBytes(given, givenOrder, whole, layouts),
-          chunksNeed(given, java.util.List.of(givenOrder), whole, layouts));
-      if (givenNeed <= bestNeed) {
-        LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
-            + "the graph as given fits it and needs no more: it is left as it was",
-            Math.round(HEADROOM * 100), Budget.mib(whole));
-        return new Outcome(null, true, givenNeed);
-      }
-    }
-    if (!best.needed() && bestLimitNeed > whole) {
-      // the planners saw no need to rewrite, the allocator does, and no plan came under it
-      throw new PlanningException("A budget of " + Budget.mib(whole) + " MiB cannot work: the "
-          + "graph's live tensors fit it, but TensorFlow's allocator (whole chunks, regions) "
-          + "needs about " + Budget.mibUp(bestNeed) + " MiB for it, and no plan at a lower "
-          + "memory ratio came under the budget.", bestNeed);
-    }
-    LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free; keeping "
-        + "the {} plan, which needs about {} MiB of TensorFlow's allocator (the model may miss "
-        + "kernel scratch, so a plan is not refused on this alone)", Math.round(HEADROOM * 100),
-        Budget.mib(whole), best.needed() ? best.planner() : "no-rewrite", Budget.mibUp(bestNeed));
-    return new Outcome(best, false, bestNeed);
+    return new Search(null, best, bestNeed, bestLimitNeed);
   }
 
   /**
@@ -240,7 +324,7 @@ final class AllocatorCheck {
    * leave free (their peak over one less the headroom), bytes; 0 where the replay under
    * {@code whole} does not fit (its need is {@link #needBytes} then).
    */
-  private static long chunksNeed(DataflowGraph g, java.util.List<int[]> orders, long whole,
+  private static long chunksNeed(DataflowGraph g, List<int[]> orders, long whole,
       boolean layouts) {
     long need = 0;
     for (int[] o : orders) {
@@ -285,7 +369,7 @@ final class AllocatorCheck {
   }
 
   /** The largest of the needs of a step of {@code g} in each of {@code orders}, bytes. */
-  private static long needBytes(DataflowGraph g, java.util.List<int[]> orders, long whole,
+  private static long needBytes(DataflowGraph g, List<int[]> orders, long whole,
       boolean layouts) {
     long need = 0;
     for (int[] o : orders) {

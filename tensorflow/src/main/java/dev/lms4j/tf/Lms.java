@@ -26,6 +26,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.SortedSet;
 import java.util.TreeSet;
+import java.util.function.Function;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.tensorflow.Graph;
@@ -567,8 +568,11 @@ public final class Lms {
         ? StepOrder.serial(gd, feedShapes, runOps) : StepOrder.levelled();
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
+      // where none of this mode's plans fits the replay, the modes a probe would try next
+      List<Function<PlanningContext, MemoryPlan>> others = alternatives().stream()
+          .map(m -> (Function<PlanningContext, MemoryPlan>) c -> m.plan(planned, c)).toList();
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
-          c -> mode.plan(planned, c), layouts, steps);
+          c -> mode.plan(planned, c), layouts, steps, others);
       if (o.asGiven()) {
         asGiven = true;
       } else {

@@ -310,6 +310,82 @@ class AllocatorCheckTest {
         .isEqualTo(94 * MIB);
   }
 
+  /** TFLMS's swaps of {@code g} with the given parameters, as a plan. */
+  private static MemoryPlan swapping(DataflowGraph g, PlanningContext ctx, int threshold,
+      int ahead, int groupby) {
+    SwapPlan swaps = TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(threshold)
+        .swapinAhead(ahead).swapinGroupby(groupby).syncMode(0).build());
+    assertThat(swaps.isEmpty()).isFalse();
+    return MemoryPlan.of("swap " + threshold + "/" + ahead + "/" + groupby, g,
+        RecomputePlan.empty(), swaps, 0, 0, 0, ctx);
+  }
+
+  /**
+   * Where none of the planner's plans is accepted, the alternatives plan once each at the same
+   * budget and ratio, and the fastest of those the replay accepts is taken. The training chain
+   * (six 16 MiB activations) needs 144 MiB of the allocator as given; swapped with its swap-ins
+   * two ops ahead 128, one op ahead 96. At 110 MiB the planner's plan (two ahead) is rejected at
+   * every ratio; of the two alternatives whose plans need 96, the one predicted faster wins, and
+   * an alternative that refuses the budget is passed over.
+   */
+  @Test
+  void whereNoPlanIsAcceptedTheFastestAlternativePlanTheReplayAcceptsIsTaken() {
+    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    PlanningContext ctx = PlanningContext.of(Budget.of(110 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
+    MemoryPlan slow = swapping(g, ctx, 1, 1, 0);
+    MemoryPlan fast = swapping(g, ctx, 2, 2, 1);
+    assertThat(AllocatorCheck.needBytes(twoAhead.applyTo(g), 200 * MIB, false))
+        .isEqualTo(128 * MIB);
+    assertThat(AllocatorCheck.needBytes(slow.applyTo(g), 200 * MIB, false)).isEqualTo(96 * MIB);
+    assertThat(AllocatorCheck.needBytes(fast.applyTo(g), 200 * MIB, false)).isEqualTo(96 * MIB);
+    assertThat(fast.estimate().stepMsAfter()).isLessThan(slow.estimate().stepMsAfter());
+    List<Double> ratios = new ArrayList<>();
+    List<Double> alternativeRatios = new ArrayList<>();
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, twoAhead, c -> {
+      ratios.add(c.budget().memRatio());
+      return twoAhead;
+    }, false, StepOrder.levelled(), List.of(c -> {
+      alternativeRatios.add(c.budget().memRatio());
+      return slow;
+    }, c -> {
+      throw new PlanningException("no plan for this budget", 200 * MIB);
+    }, c -> {
+      alternativeRatios.add(c.budget().memRatio());
+      return fast;
+    }));
+    assertThat(ratios).hasSize(AllocatorCheck.TRIES - 1);
+    // each alternative once, at the budget's own ratio
+    assertThat(alternativeRatios).containsExactly(0.8, 0.8);
+    assertThat(o.asGiven()).isFalse();
+    assertThat(o.plan()).isSameAs(fast);
+    // the planner's own plan is kept where the replay accepts it: no alternative is asked
+    PlanningContext roomy = PlanningContext.of(Budget.of(160 * MIB), TensorPolicy.builtin(g));
+    assertThat(AllocatorCheck.check(g, g, roomy, twoAhead, c -> twoAhead, false,
+        StepOrder.levelled(), List.of(c -> {
+          throw new AssertionError("an alternative planned at " + c.budget());
+        })).plan()).isSameAs(twoAhead);
+  }
+
+  /**
+   * Where no plan at all is accepted, the closest of the planner's and the alternatives' plans
+   * is kept: at 90 MiB neither the planner's plan (128 MiB) nor the alternative's (96 MiB) leaves
+   * the headroom, nor does the graph as given fit (144 MiB); the alternative's is kept, naming
+   * its 96 MiB.
+   */
+  @Test
+  void whereNoPlanIsAcceptedTheClosestOfAllPlansIsKept() {
+    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    PlanningContext ctx = PlanningContext.of(Budget.of(90 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
+    MemoryPlan oneAhead = swapping(g, ctx, 1, 1, 0);
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, twoAhead, c -> twoAhead, false,
+        StepOrder.levelled(), List.of(c -> oneAhead));
+    assertThat(o.asGiven()).isFalse();
+    assertThat(o.plan()).isSameAs(oneAhead);
+    assertThat(o.needBytes()).isEqualTo(96 * MIB);
+  }
+
   private static int[] levelled(DataflowGraph g) {
     return Levels.of(g).schedule();
   }
