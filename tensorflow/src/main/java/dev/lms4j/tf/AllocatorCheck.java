@@ -52,6 +52,12 @@ final class AllocatorCheck {
   private static final Logger LOG = LoggerFactory.getLogger(AllocatorCheck.class);
   /** Plans at most, the given one included. */
   static final int TRIES = 4;
+  /**
+   * Plans at most per alternative planner: its first, and one re-plan aimed below by the
+   * overshoot (the corpus DenseNet at 26 MiB: tflms's plan at ratio 0.95, 23.9 MiB simulated,
+   * needs 36 MiB of the replay; at a lower ratio, 21.9 MiB simulated, 27).
+   */
+  static final int ALTERNATIVE_TRIES = 2;
   /** The further step down of the memory ratio when a re-plan did not lower the need. */
   private static final double STEP_DOWN = 0.85;
   /** The share of the budget a plan's replay must leave free to be accepted. */
@@ -114,7 +120,7 @@ final class AllocatorCheck {
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
       StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives) {
     long whole = ctx.budget().bytes();
-    Search s = search(model, ctx, plan, planner, layouts, steps);
+    Search s = search(model, ctx, plan, planner, layouts, steps, TRIES);
     if (s.accepted() != null) {
       return new Outcome(s.accepted(), false, 0);
     }
@@ -131,26 +137,16 @@ final class AllocatorCheck {
       if (!p.needed()) {
         continue;
       }
-      DataflowGraph r = p.applyTo(model);
-      List<int[]> orders = steps.orders(r);
-      long accept = whole - (long) (HEADROOM * whole);
-      if (orders.stream().allMatch(o -> accepts(r, o, whole, accept, layouts))) {
-        LOG.info("[LMS][0] Allocator replay: the {} plan (simulated peak {} MiB) fits the {} "
-            + "MiB budget with {}% to spare", p.planner(),
-            String.format("%.1f", p.estimate().peakAfter() / 1048576.0), Budget.mib(whole),
-            Math.round(HEADROOM * 100));
-        if (faster == null || p.estimate().stepMsAfter() < faster.estimate().stepMsAfter()) {
-          faster = p;
+      LOG.info("[LMS][0] Allocator replay: replaying the {} plan (simulated peak {} MiB)",
+          p.planner(), String.format("%.1f", p.estimate().peakAfter() / 1048576.0));
+      Search a = search(model, ctx, p, alternative, layouts, steps, ALTERNATIVE_TRIES);
+      if (a.accepted() != null) {
+        MemoryPlan ok = a.accepted();
+        if (faster == null || ok.estimate().stepMsAfter() < faster.estimate().stepMsAfter()) {
+          faster = ok;
         }
-        continue;
-      }
-      long limitNeed = needBytes(r, orders, whole, layouts);
-      long need = Math.max(limitNeed, chunksNeed(r, orders, whole, layouts));
-      LOG.info("[LMS][0] Allocator replay: the {} plan (simulated peak {} MiB) needs about {} "
-          + "MiB", p.planner(), String.format("%.1f", p.estimate().peakAfter() / 1048576.0),
-          Budget.mibUp(need));
-      if (need < s.bestNeed()) {
-        s = new Search(null, p, need, limitNeed);
+      } else if (a.bestNeed() < s.bestNeed()) {
+        s = a;
       }
     }
     if (faster != null) {
@@ -197,10 +193,11 @@ final class AllocatorCheck {
 
   /**
    * Replays {@code plan}, planning again through {@code planner} at lower memory ratios while
-   * the replay does not accept it, {@link #TRIES} plans at most.
+   * the replay does not accept it, {@code tries} plans at most.
    */
   private static Search search(DataflowGraph model, PlanningContext ctx, MemoryPlan plan,
-      Function<PlanningContext, MemoryPlan> planner, boolean layouts, StepOrder steps) {
+      Function<PlanningContext, MemoryPlan> planner, boolean layouts, StepOrder steps,
+      int tries) {
     Budget budget = ctx.budget();
     long whole = budget.bytes();
     long accept = whole - (long) (HEADROOM * whole);
@@ -214,7 +211,7 @@ final class AllocatorCheck {
     double planRatio = ratio;
     // a plan at the planner's reach was made (once is enough: it is its most thorough)
     boolean reached = false;
-    for (int t = 1; t <= TRIES; t++) {
+    for (int t = 1; t <= tries; t++) {
       DataflowGraph r = current.applyTo(model);
       // every order TensorFlow may run the step in must fit
       List<int[]> orders = steps.orders(r);
@@ -240,7 +237,7 @@ final class AllocatorCheck {
         bestNeed = need;
         bestLimitNeed = limitNeed;
       }
-      if (t == TRIES) {
+      if (t == tries) {
         break;
       }
       // aim the next plan's simulated peak below this one's by the overshoot; where the need

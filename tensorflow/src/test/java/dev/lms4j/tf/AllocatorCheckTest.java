@@ -368,6 +368,37 @@ class AllocatorCheckTest {
   }
 
   /**
+   * An alternative whose first plan the replay rejects plans once more, aimed below by the
+   * overshoot, and no more ({@link AllocatorCheck#ALTERNATIVE_TRIES}): at 110 MiB its plan at the
+   * budget's ratio needs 128 MiB, its plan at the lower ratio 96, which is accepted.
+   */
+  @Test
+  void anAlternativeWhoseFirstPlanIsRejectedPlansOnceMoreBelow() {
+    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    PlanningContext ctx = PlanningContext.of(Budget.of(110 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
+    MemoryPlan oneAhead = swapping(g, ctx, 1, 1, 0);
+    List<Double> ratios = new ArrayList<>();
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, twoAhead, c -> twoAhead, false,
+        StepOrder.levelled(), List.of(c -> {
+          ratios.add(c.budget().memRatio());
+          return c.budget().memRatio() < 0.8 ? oneAhead : twoAhead;
+        }));
+    assertThat(AllocatorCheck.ALTERNATIVE_TRIES).isEqualTo(2);
+    assertThat(ratios).hasSize(2);
+    assertThat(ratios.get(1)).isLessThan(ratios.get(0));
+    assertThat(o.plan()).isSameAs(oneAhead);
+    // where the re-plan is rejected too, the alternative plans no third time
+    List<Double> more = new ArrayList<>();
+    AllocatorCheck.check(g, g, ctx, twoAhead, c -> twoAhead, false, StepOrder.levelled(),
+        List.of(c -> {
+          more.add(c.budget().memRatio());
+          return twoAhead;
+        }));
+    assertThat(more).hasSize(AllocatorCheck.ALTERNATIVE_TRIES);
+  }
+
+  /**
    * Where no plan at all is accepted, the closest of the planner's and the alternatives' plans
    * is kept: at 90 MiB neither the planner's plan (128 MiB) nor the alternative's (96 MiB) leaves
    * the headroom, nor does the graph as given fit (144 MiB); the alternative's is kept, naming
