@@ -211,7 +211,8 @@ public final class Lms {
 
   /**
    * The modes whose plans a probe tries, at the same budget, when this mode's plan runs out of
-   * memory: {@code auto} must reach what each user-facing planner reaches ({@code tflms},
+   * memory, and whose plans the allocator check replays where none of this mode's passes:
+   * {@code auto} must reach what each user-facing planner reaches ({@code tflms},
    * {@code swap}, {@code remat}), and {@code swap} what {@code tflms} reaches; none for the
    * other modes, whose plans the user chose.
    */
