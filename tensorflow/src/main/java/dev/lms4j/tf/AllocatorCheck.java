@@ -39,10 +39,11 @@ import org.slf4j.LoggerFactory;
  * the step matches a traced init's.
  *
  * <p>When none of the planner's plans fits the replay, the alternative planners (the modes a
- * probe would try next) plan once each at the same budget, and the fastest of their plans the
- * replay accepts is taken. When no plan fits the replay, the graph as given is replayed too:
- * where it fits the whole budget and needs no more than the closest plan, it is left as it was
- * (never worse than TensorFlow). Otherwise the plan the replay found closest is kept, with a warning naming its need: the allocator model misses kernel
+ * probe would try next) plan at the same budget, each at most {@link #ALTERNATIVE_TRIES} times,
+ * and the fastest of their plans the replay accepts is taken. When no plan fits the replay, the
+ * graph as given is replayed too: where it fits the whole budget and needs no more than the
+ * closest plan, it is left as it was (never worse than TensorFlow). Otherwise the plan the
+ * replay found closest is kept, with a warning naming its need: the allocator model misses kernel
  * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
  * a plan on its own; {@code run} and {@code train} probe the plan before training. Where the
  * closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
@@ -108,13 +109,14 @@ final class AllocatorCheck {
 
   /**
    * As above; where none of {@code planner}'s plans is accepted, each of the
-   * {@code alternatives} (other planners, as {@link Lms#alternatives()} names them) plans once
-   * at the same budget and memory ratio, and the replay judges their plans too: of those it
-   * accepts, the one predicted fastest is taken; else the closest of all plans is kept as
-   * before. The planners rank plans by live bytes, the allocator by whole chunks, so another
-   * planner's plan can fit where this one's cannot: measured on the corpus DenseNet at 28 MiB,
-   * auto's hybrid plans (21.9-22.1 MiB simulated) needed 30 MiB of the allocator in the replay
-   * and ran out of memory, while tflms's plan (21.9 MiB) needed 27 and trains at 26 MiB.
+   * {@code alternatives} (other planners, as {@link Lms#alternatives()} names them) plans at
+   * the same budget and memory ratio, and once more aimed below where the replay rejects that
+   * plan ({@link #ALTERNATIVE_TRIES}); the replay judges their plans too: of those it accepts,
+   * the one predicted fastest is taken; else the closest of all plans is kept as before. The
+   * planners rank plans by live bytes, the allocator by whole chunks, so another planner's plan
+   * can fit where this one's cannot: measured on the corpus DenseNet at 28 MiB, auto's hybrid
+   * plans (21.9-22.1 MiB simulated) needed 30 MiB of the allocator in the replay and ran out of
+   * memory, while tflms's plan (21.9 MiB) needed 29 and trains.
    */
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
