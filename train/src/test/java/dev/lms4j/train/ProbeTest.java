@@ -226,17 +226,19 @@ class ProbeTest {
   /**
    * Where the planner refuses at the first memory ratio, its plan at 0.95 is probed: the memory
    * ratio is margin for what the model misses, which the probe measures. The corpus U-Net (bench
-   * size; TensorFlow needs 33 MiB) at 14 MiB: auto refuses at 0.8 (its lowest simulated peak,
-   * 12.4 MiB, is above 11.2), its plan at 0.95 trains (traced 13.2 MiB on 2026-11-28), with the
+   * size; TensorFlow needs 33 MiB) at 15 MiB: auto refuses at 0.8 (its lowest simulated peak,
+   * 12.4 MiB, is above 12.0), its plan at 0.95 trains (traced 13.2 MiB on 2026-11-28), with the
    * unbudgeted run's losses; before, the probe fell back to the unmodified graph and refused
-   * (auto + probe reached 16 MiB in the corpus bench).
+   * (auto + probe reached 16 MiB in the corpus bench). At 14 MiB (the budget until 2026-12-06)
+   * the same plan traced 13.2 MiB in some runs and 13.9 in others, the probe's edge (less than 2%
+   * free) then refused it, and the case failed in one fresh-clone CI of three.
    */
   @Test
   void whereTheFirstRatioIsRefusedThePlanAtTheSmallerMarginIsProbed() throws Exception {
     assumeOneDnn();
     TrainingGraph tg = dev.lms4j.train.corpus.Corpus.Family.UNET
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
-    long budget = 14 * MIB;
+    long budget = 15 * MIB;
     // with its weights on the host the U-Net plans at 14 MiB at 0.8 already: this test is about
     // the ratio, so its weights stay on the device
     Lms auto = Lms.builder().budget(budget).weightOffload(false).build();
