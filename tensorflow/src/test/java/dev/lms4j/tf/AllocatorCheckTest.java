@@ -124,7 +124,7 @@ class AllocatorCheckTest {
   /** A plan (a swap) the replay rejects is kept, not refused: the model may miss scratch. */
   @Test
   void whenNothingFitsTheClosestPlanIsKeptAndTheBudgetIsNotRefused() {
-    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(40 * MIB), TensorPolicy.builtin(g));
     SwapPlan swaps = TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(1)
         .swapinAhead(1).swapinGroupby(0).syncMode(0).build());
@@ -310,6 +310,11 @@ class AllocatorCheckTest {
         .isEqualTo(94 * MIB);
   }
 
+  /** The training chain of the alternatives' cases: six 16 MiB activations, 64 KiB weights. */
+  private static DataflowGraph chain() {
+    return SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+  }
+
   /** TFLMS's swaps of {@code g} with the given parameters, as a plan. */
   private static MemoryPlan swapping(DataflowGraph g, PlanningContext ctx, int threshold,
       int ahead, int groupby) {
@@ -330,7 +335,7 @@ class AllocatorCheckTest {
    */
   @Test
   void whereNoPlanIsAcceptedTheFastestAlternativePlanTheReplayAcceptsIsTaken() {
-    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(110 * MIB), TensorPolicy.builtin(g));
     MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
     MemoryPlan slow = swapping(g, ctx, 1, 1, 0);
@@ -374,7 +379,7 @@ class AllocatorCheckTest {
    */
   @Test
   void anAlternativeWhoseFirstPlanIsRejectedPlansOnceMoreBelow() {
-    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(110 * MIB), TensorPolicy.builtin(g));
     MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
     MemoryPlan oneAhead = swapping(g, ctx, 1, 1, 0);
@@ -406,7 +411,7 @@ class AllocatorCheckTest {
    */
   @Test
   void whereNoPlanIsAcceptedTheClosestOfAllPlansIsKept() {
-    DataflowGraph g = SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+    DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(90 * MIB), TensorPolicy.builtin(g));
     MemoryPlan twoAhead = swapping(g, ctx, 1, 2, 0);
     MemoryPlan oneAhead = swapping(g, ctx, 1, 1, 0);
