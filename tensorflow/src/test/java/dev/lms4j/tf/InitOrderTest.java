@@ -166,6 +166,43 @@ class InitOrderTest {
         .isNull();
   }
 
+  /**
+   * The variables whose initializer runs an op are those whose assign reads its value through
+   * data edges: control edges (the serial order's, a primer's, an initializer that waits for
+   * another variable) do not count, and a step's op or one outside init names none. Created
+   * last in one region, the variable's initializer waits for the others', the same losses.
+   */
+  @Test
+  void theVariableAnInitOpInitializesIsCreatedLastInOneRegion() {
+    long mib = 1 << 20;
+    TrainingGraph tg = threeVariables(false);
+    Set<String> run = tg.manifest().runOps();
+    assertThat(InitOrder.initializing(tg.graphDef(), "init", run, "big_init_normal"))
+        .containsExactly("big");
+    assertThat(InitOrder.initializing(tg.graphDef(), "init", run, "small_init_scaled"))
+        .containsExactly("small");
+    assertThat(InitOrder.initializing(tg.graphDef(), "init", run, "loss")).isEmpty();
+    assertThat(InitOrder.initializing(tg.graphDef(), "init", run, null)).isEmpty();
+    assertThat(InitOrder.initializing(tg.graphDef(), null, run, "big_init_normal")).isEmpty();
+    // mid's initializer waits for big's assign and reads big itself, not big's draw
+    TrainingGraph reads = threeVariables(true);
+    assertThat(InitOrder.initializing(reads.graphDef(), "init", reads.manifest().runOps(),
+        "big_init_normal")).containsExactly("big");
+    assertThat(InitOrder.initializing(reads.graphDef(), "init", reads.manifest().runOps(),
+        "mid_init_from_big")).containsExactly("mid");
+    GraphDef gd = InitOrder.oneRegion(tg.graphDef(), "init", run, 64 * mib, List.of("big"));
+    assertThat(gd).isNotNull();
+    // the primer's control edges reach every initializer op, and still count for nothing
+    assertThat(InitOrder.initializing(gd, "init", run, "big_init_normal"))
+        .containsExactly("big");
+    assertThat(GraphImporter.ancestors(gd, Set.of("big_init_normal")))
+        .contains(InitOrder.PRIMER, "small_assign", "mid_assign");
+    assertThat(GraphImporter.ancestors(gd, Set.of("small_assign"))).contains(InitOrder.PRIMER)
+        .doesNotContain("big_assign");
+    assertThat(TfTests.losses(gd, tg.manifest())).containsExactlyElementsOf(
+        TfTests.losses(tg.graphDef(), tg.manifest()));
+  }
+
   @Test
   void whatCannotBeOrderedIsLeftAsGivenWithAReason() {
     TrainingGraph tg = threeVariables(true);

@@ -25,6 +25,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.slf4j.Logger;
@@ -66,6 +67,7 @@ public final class Probe {
   private static final Pattern ROUNDED = Pattern.compile("rounded to (\\d+)");
   private static final Pattern ALLOCATE = Pattern.compile(
       "allocate ([0-9.]+)\\s*(B|KiB|MiB|GiB)");
+  private static final Pattern FAILED_OP = Pattern.compile("requested by op ([^\\s;,]+)");
   private static final Pattern SHAPE = Pattern.compile(
       "shape\\[([0-9,]*)\\] and type (\\w+)");
   /** The share of the budget a passing probe's traced peak must leave free: 2%. */
@@ -446,6 +448,8 @@ public final class Probe {
     List<GraphDef> probed = new ArrayList<>();
     boolean alternativesProbed = false;
     boolean lastOom = false;
+    // the op whose allocation failed in the last plan's probe (null: not known)
+    String lastFailedOp = null;
     for (int t = 1; t <= o.tries(); t++) {
       last = plan;
       Attempt a = probe(tg, plan.graphDef(), attempts.size() + 1, "plan", plannerLabel(plan),
@@ -464,6 +468,7 @@ public final class Probe {
       }
       largestFailed = Math.max(largestFailed, a.failedAllocationBytes());
       lastOom = a.oom();
+      lastFailedOp = a.oom() ? failedOp(a.error()) : null;
       probed.add(plan.graphDef());
       if (!alternativesProbed && !alternatives.isEmpty()) {
         // the other modes' plans at this plan's budget and ratio, once some of them differ
@@ -538,7 +543,7 @@ public final class Probe {
     }
     if (lastOom) {
       int before = attempts.size();
-      Outcome one = inOneRegion(tg, last, ratio, o, attempts, replans + 1);
+      Outcome one = inOneRegion(tg, last, lastFailedOp, ratio, o, attempts, replans + 1);
       if (one != null) {
         return one;
       }
@@ -556,33 +561,56 @@ public final class Probe {
    * from one free chunk (measured: ResNet-50 at batch 280 under 201 MiB, and the unmodified mlp
    * 2 x 768, batch 8192, at 150 MiB where TensorFlow needs 160). Tried after the re-plans and
    * the other modes' plans, not before: on the corpus DenseNet at 29 MiB one region ran out of
-   * memory where the graph's own order trained. Adds the probe to {@code attempts}.
+   * memory where the graph's own order trained. Where the allocation that failed was made by a
+   * variable's initializer ({@link InitOrder#initializing}), that variable is created last too:
+   * its temporaries then have the region to themselves once the other variables exist (the
+   * corpus init-heavy, see {@link InitOrder#oneRegion(GraphDef, String, java.util.Set, long,
+   * List)}). Adds the probe to {@code attempts}.
    *
-   * @param replans the re-plans counted with this probe
+   * @param failedOp the op whose allocation failed in the plan's probe (null: not known)
+   * @param replans the re-plans counted with its first probe (each further probe counts one more)
    * @return the outcome with the plan in one region where it passed, else null (also where
    *     init cannot be given the primer, and nothing is probed)
    */
-  private static Outcome inOneRegion(TrainingGraph tg, LmsResult plan, double ratio, Options o,
-      List<Attempt> attempts, int replans) {
+  private static Outcome inOneRegion(TrainingGraph tg, LmsResult plan, String failedOp,
+      double ratio, Options o, List<Attempt> attempts, int replans) {
     long budget = o.budgetBytes();
-    GraphDef one = InitOrder.oneRegion(plan.graphDef(), tg.manifest().init(),
-        tg.manifest().runOps(), budget);
-    if (one == null) {
-      return null;
+    String init = tg.manifest().init();
+    Set<String> runOps = tg.manifest().runOps();
+    List<String> last = InitOrder.initializing(plan.graphDef(), init, runOps, failedOp);
+    // the variable whose initializer failed created last, else (or where that fails too) one
+    // region alone
+    List<List<String>> tries = last.isEmpty() ? List.of(List.of()) : List.of(last, List.of());
+    int made = 0;
+    for (List<String> l : tries) {
+      GraphDef one = InitOrder.oneRegion(plan.graphDef(), init, runOps, budget, l);
+      if (one == null) {
+        continue;
+      }
+      String created = l.isEmpty() ? "" : ", " + String.join(", ", l) + " created last";
+      if (!l.isEmpty()) {
+        LOG.info("[LMS][probe] {} ran out of memory in init ({}): probing it with init growing "
+            + "one allocator region first and creating {} last",
+            plan.rewritten() ? "The " + plan.planner() + " plan" : "The graph as given",
+            failedOp, String.join(", ", l));
+      }
+      Attempt r = probe(tg, one, attempts.size() + 1, "plan",
+          plannerLabel(plan) + " (one allocator region" + created + ")", ratio,
+          plan.predictedPeakAfter(), o);
+      attempts.add(r);
+      made++;
+      if (r.passed(budget)) {
+        return new Outcome(Verdict.REPLANNED, plan.withGraphDef(one), attempts,
+            replans + made - 1, -1,
+            String.format(Locale.ROOT, "the %s (predicted peak %s) ran under %d MiB with a "
+                + "traced peak of %s once init grew one allocator region of the whole budget (a "
+                + "%s primer made first%s), where it ran out of memory in regions grown by "
+                + "doubling", plan.rewritten() ? plan.planner() + " plan" : "graph as given",
+                mib(r.predictedPeakBytes()), Budget.mib(budget), mib(r.measuredPeakBytes()),
+                mib(InitOrder.oneRegionPrimer(budget)), created));
+      }
     }
-    Attempt r = probe(tg, one, attempts.size() + 1, "plan",
-        plannerLabel(plan) + " (one allocator region)", ratio, plan.predictedPeakAfter(), o);
-    attempts.add(r);
-    if (!r.passed(budget)) {
-      return null;
-    }
-    return new Outcome(Verdict.REPLANNED, plan.withGraphDef(one), attempts, replans, -1,
-        String.format(Locale.ROOT, "the %s (predicted peak %s) ran under %d MiB with a traced "
-            + "peak of %s once init grew one allocator region of the whole budget (a %s primer "
-            + "made first), where it ran out of memory in regions grown by doubling",
-            plan.rewritten() ? plan.planner() + " plan" : "graph as given",
-            mib(r.predictedPeakBytes()), Budget.mib(budget), mib(r.measuredPeakBytes()),
-            mib(InitOrder.oneRegionPrimer(budget))));
+    return null;
   }
 
   /**
@@ -974,6 +1002,15 @@ public final class Probe {
    * "allocate 14.30MiB", else TensorFlow's "OOM when allocating tensor with shape[...] and type
    * float"; -1 when none is found.
    */
+  /** The op an out-of-memory message names as the one whose request failed, or null. */
+  static String failedOp(String message) {
+    if (message == null) {
+      return null;
+    }
+    Matcher m = FAILED_OP.matcher(message);
+    return m.find() ? m.group(1) : null;
+  }
+
   static long failedAllocation(String message) {
     if (message == null) {
       return -1;

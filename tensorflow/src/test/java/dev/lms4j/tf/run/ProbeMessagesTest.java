@@ -25,6 +25,19 @@ class ProbeMessagesTest {
     assertThat(Probe.failedAllocation(null)).isEqualTo(-1);
   }
 
+  /** The op whose request failed, as the worker's out-of-memory message names it. */
+  @Test
+  void theFailedOpIsReadFromTheMessage() {
+    assertThat(Probe.failedOp("OOM under a budget of 180 MiB: ran out of memory trying to "
+        + "allocate 97.66MiB (rounded to 102400000)requested by op table_init/RandomUniform; "
+        + "allocator at the failure: regions 128, 2 of a 180 MiB limit"))
+        .isEqualTo("table_init/RandomUniform");
+    assertThat(Probe.failedOp("ran out of memory trying to allocate 20.0KiB (rounded to 20480)"
+        + "requested by op gradients/MatMul_1")).isEqualTo("gradients/MatMul_1");
+    assertThat(Probe.failedOp("OOM when allocating tensor with shape[512,28,28,4]")).isNull();
+    assertThat(Probe.failedOp(null)).isNull();
+  }
+
   /** A small failed allocation is written in KiB: "allocating 0.0 MiB" said nothing. */
   @Test
   void sizesUnderATenthOfAMiBAreWrittenInKiB() {

@@ -372,6 +372,34 @@ class CorpusUnderBudgetTest {
     }
   }
 
+  /**
+   * The init-heavy family at the benchmark's size: a 97.7 MiB table whose initializer holds two
+   * table-sized temporaries at once, so init, not a step, sets what TensorFlow needs (232 to 275
+   * MiB from run to run in the corpus benchmarks). At 200 MiB the graph as given runs out of
+   * memory in init, and one allocator region alone does too (measured 2026-12-06: the other
+   * variables' initializers ran while two 97.7 MiB tensors held all of it). auto with the probe,
+   * as {@code run} and {@code train} use it, finds the failed allocation in the table's
+   * initializer and probes init with one region and the table created last: it trains with the
+   * unbudgeted losses.
+   */
+  @Test
+  void whereInitRunsOutOfMemoryTheProbeCreatesThatVariableLastInOneRegionAndTrains()
+      throws Exception {
+    TrainingGraph tg = Corpus.Family.INIT_HEAVY.build(Corpus.Size.BENCH, 42);
+    long budget = 200 * MIB;
+    double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
+    assertOom(tg, budget);
+    Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
+    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
+        auto.budget().memRatio()));
+    assertThat(o.trains()).as(o.message()).isTrue();
+    assertThat(o.message()).contains("one allocator region").contains("table created last");
+    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(on.toString()).isTrue();
+    assertThat(on.losses()).as("auto").containsExactly(reference);
+  }
+
   /** Each mode plans for {@code budget} (a plan is needed) and trains with the reference losses. */
   private static void eachPlansAndTrains(TrainingGraph tg, long budget, double[] reference,
       LmsMode... modes) throws Exception {
