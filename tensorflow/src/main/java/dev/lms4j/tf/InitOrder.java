@@ -112,8 +112,8 @@ public final class InitOrder {
 
   /**
    * The variables whose initializer runs {@code op}: the variables an assign run by
-   * {@code init} (and not by a step) writes, where {@code op} is among that assign's ancestors.
-   * Empty where {@code op} is not an op init runs, or a step runs it too.
+   * {@code init} (and not by a step) writes, where {@code op} computes the value it assigns
+   * (through data edges). Empty where {@code op} is not an op init runs, or a step runs it too.
    */
   public static List<String> initializing(GraphDef gd, String init, Set<String> runOps,
       String op) {
@@ -135,7 +135,7 @@ public final class InitOrder {
       if (ASSIGNS.contains(n.getOp()) && initOps.contains(n.getName())
           && !step.contains(n.getName()) && n.getInputCount() > 1) {
         String v = GraphImporter.opName(n.getInput(0));
-        if (!variables.contains(v) && feeds(byName, n.getInput(1), op)) {
+        if (!variables.contains(v) && computes(byName, op, n.getInput(1))) {
           variables.add(v);
         }
       }
@@ -147,7 +147,7 @@ public final class InitOrder {
    * True when {@code op} computes {@code value} or one of its data inputs, transitively (control
    * edges are not followed: the serial order chains init's ops one after the other).
    */
-  private static boolean feeds(Map<String, NodeDef> byName, String value, String op) {
+  private static boolean computes(Map<String, NodeDef> byName, String op, String value) {
     Set<String> seen = new HashSet<>();
     java.util.ArrayDeque<String> todo = new java.util.ArrayDeque<>();
     todo.add(GraphImporter.opName(value));
