@@ -255,6 +255,9 @@ public final class CorpusBench {
     TF_MODES.subList(1, TF_MODES.size()).forEach(m -> rest.add(Column.of(m)));
     LMS_MODES.forEach(m -> rest.add(Column.of(m)));
     rest.add(Column.probed(Method.AUTO));
+    // swap as users run it too: where its own plans and tflms's are both kept with the allocator
+    // check's warning at an edge, the probe decides between them
+    rest.add(Column.probed(Method.SWAP));
     if (preChanges) {
       LMS_MODES.forEach(m -> rest.add(Column.withoutPre(m)));
     }

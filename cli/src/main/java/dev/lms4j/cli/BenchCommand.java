@@ -29,8 +29,9 @@ import picocli.CommandLine.Option;
             + "variables, framework optimizers, unrolled RNNs, embeddings, U-Net, ...), "
             + "TensorFlow's own smallest budget under each grappler memory_optimization mode "
             + "and each lms4j mode's (tflms, swap, remat, auto as Lms.rewrite hands its plans "
-            + "over, and auto + probe as run and train use it) as a fraction of it, predicted vs "
-            + "measured peak; --size bench (default) or small, --families a,b, --tag NAME "
+            + "over, and auto + probe and swap + probe as run and train use them) as a "
+            + "fraction of it, predicted vs measured peak; --size bench (default) or small, "
+            + "--families a,b, --tag NAME "
             + "(files corpus-NAME.json/.md). About an hour at bench size on 2 cores.",
         "fidelity: how well the memory model predicts TensorFlow. It RUNS each graph: one "
             + "traced step, then bisections of the smallest budget that trains without LMS and "
