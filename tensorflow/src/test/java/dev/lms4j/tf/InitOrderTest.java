@@ -15,6 +15,7 @@ import org.tensorflow.op.Ops;
 import org.tensorflow.op.core.Placeholder;
 import org.tensorflow.op.core.Variable;
 import org.tensorflow.op.random.RandomStandardNormal;
+import org.tensorflow.op.random.RandomUniform;
 import org.tensorflow.proto.GraphDef;
 import org.tensorflow.proto.NodeDef;
 import org.tensorflow.types.TFloat32;
@@ -201,6 +202,28 @@ class InitOrderTest {
         .doesNotContain("big_assign");
     assertThat(TfTests.losses(gd, tg.manifest())).containsExactlyElementsOf(
         TfTests.losses(tg.graphDef(), tg.manifest()));
+  }
+
+  /** A resource variable's initializer is found through its {@code AssignVariableOp}. */
+  @Test
+  void aResourceVariablesInitializerIsFoundThroughItsAssignVariableOp() {
+    try (Graph g = new Graph()) {
+      Ops tf = Ops.create(g);
+      var h = tf.withName("table").varHandleOp(TFloat32.class, Shape.of(64, 8));
+      Operand<TFloat32> draw = tf.withSubScope("table_init").withName("draw").random.randomUniform(
+          tf.constant(new long[] {64, 8}), TFloat32.class, RandomUniform.seed(3L),
+          RandomUniform.seed2(4L));
+      Op assign = tf.withName("table_assign").assignVariableOp(h,
+          tf.withSubScope("table_init").withName("scaled").math.mul(draw, tf.constant(0.1f)));
+      tf.withName("init").withControlDependencies(List.of(assign)).noOp();
+      Operand<TFloat32> read = tf.withName("table_read").readVariableOp(h, TFloat32.class);
+      tf.withName("loss").math.mean(tf.math.square(read), tf.constant(new int[] {0, 1}));
+      GraphDef gd = g.toGraphDef();
+      assertThat(InitOrder.initializing(gd, "init", Set.of("loss"), "table_init/draw"))
+          .containsExactly("table");
+      assertThat(InitOrder.initializing(gd, "init", Set.of("loss"), "table_read")).isEmpty();
+      assertThat(InitOrder.initializing(gd, "init", Set.of("loss"), "table")).isEmpty();
+    }
   }
 
   @Test
