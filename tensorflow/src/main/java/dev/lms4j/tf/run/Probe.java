@@ -997,11 +997,6 @@ public final class Probe {
     }
   }
 
-  /**
-   * The size of the allocation an OOM message names: BFC's "(rounded to N)", else its
-   * "allocate 14.30MiB", else TensorFlow's "OOM when allocating tensor with shape[...] and type
-   * float"; -1 when none is found.
-   */
   /** The op an out-of-memory message names as the one whose request failed, or null. */
   static String failedOp(String message) {
     if (message == null) {
@@ -1011,6 +1006,11 @@ public final class Probe {
     return m.find() ? m.group(1) : null;
   }
 
+  /**
+   * The size of the allocation an OOM message names: BFC's "(rounded to N)", else its
+   * "allocate 14.30MiB", else TensorFlow's "OOM when allocating tensor with shape[...] and type
+   * float"; -1 when none is found.
+   */
   static long failedAllocation(String message) {
     if (message == null) {
       return -1;
