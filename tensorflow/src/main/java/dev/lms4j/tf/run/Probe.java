@@ -541,16 +541,20 @@ public final class Probe {
       plan = replanned;
       replans++;
     }
+    // the variables whose initializer made the request that failed (none where the step did)
+    List<String> initLast = lastOom ? InitOrder.initializing(last.graphDef(),
+        tg.manifest().init(), tg.manifest().runOps(), lastFailedOp) : List.of();
     if (lastOom) {
       int before = attempts.size();
-      Outcome one = inOneRegion(tg, last, lastFailedOp, ratio, o, attempts, replans + 1);
+      Outcome one = inOneRegion(tg, last, initLast, lastFailedOp, ratio, o, attempts,
+          replans + 1);
       if (one != null) {
         return one;
       }
       replans += attempts.size() - before;
     }
     return unmodifiedOrRefuse(tg, planner, alternatives, o, attempts, replans, null,
-        new Failed(last, largestFailed));
+        new Failed(last, largestFailed, initLast));
   }
 
   /**
@@ -567,17 +571,18 @@ public final class Probe {
    * corpus init-heavy, see {@link InitOrder#oneRegion(GraphDef, String, java.util.Set, long,
    * List)}). Adds the probe to {@code attempts}.
    *
+   * @param last     the variables whose initializer made the request that failed (empty where
+   *                 the step made it, or it is not known)
    * @param failedOp the op whose allocation failed in the plan's probe (null: not known)
    * @param replans the re-plans counted with its first probe (each further probe counts one more)
    * @return the outcome with the plan in one region where it passed, else null (also where
    *     init cannot be given the primer, and nothing is probed)
    */
-  private static Outcome inOneRegion(TrainingGraph tg, LmsResult plan, String failedOp,
-      double ratio, Options o, List<Attempt> attempts, int replans) {
+  private static Outcome inOneRegion(TrainingGraph tg, LmsResult plan, List<String> last,
+      String failedOp, double ratio, Options o, List<Attempt> attempts, int replans) {
     long budget = o.budgetBytes();
     String init = tg.manifest().init();
     Set<String> runOps = tg.manifest().runOps();
-    List<String> last = InitOrder.initializing(plan.graphDef(), init, runOps, failedOp);
     // the variable whose initializer failed created last, else (or where that fails too) one
     // region alone
     List<List<String>> tries = last.isEmpty() ? List.of(List.of()) : List.of(last, List.of());
@@ -653,8 +658,25 @@ public final class Probe {
     return null;
   }
 
-  /** The last plan that failed its probe, and the largest allocation that failed. */
-  private record Failed(LmsResult plan, long largestFailedBytes) {}
+  /**
+   * The last plan that failed its probe, the largest allocation that failed, and the variables
+   * whose initializer made the request that failed (empty where the step made it).
+   */
+  private record Failed(LmsResult plan, long largestFailedBytes, List<String> initLast) {
+    /**
+     * The plan's graph as it is run under {@code limitBytes} to find the smallest budget: with
+     * {@link #initLast}, init in one allocator region of that limit and those variables created
+     * last, as the probe's last try ran it ({@link InitOrder#oneRegion}); else as planned.
+     */
+    GraphDef at(TrainingGraph tg, long limitBytes) {
+      if (initLast.isEmpty()) {
+        return plan.graphDef();
+      }
+      GraphDef one = InitOrder.oneRegion(plan.graphDef(), tg.manifest().init(),
+          tg.manifest().runOps(), limitBytes, initLast);
+      return one != null ? one : plan.graphDef();
+    }
+  }
 
   /**
    * Probes the unmodified graph; trains it when it passes, else refuses with the smallest budget
@@ -809,12 +831,16 @@ public final class Probe {
       // of memory, raise it by the failed allocation (at least 1/8) and check again, 3 checks
       List<Long> failedAt = new ArrayList<>();
       String note = null;
+      String layout = failed == null || failed.initLast().isEmpty() ? ""
+          : " with init in one allocator region of it, " + String.join(", ", failed.initLast())
+              + " created last";
       for (int k = 0; k < CHECKS && note == null; k++) {
-        RunResult check = runAt(tg, measure, needMib << 20, o);
+        RunResult check = runAt(tg, failed != null ? failed.at(tg, needMib << 20) : measure,
+            needMib << 20, o);
         LOG.info("[LMS][probe] The estimated smallest budget, {} MiB: {}", needMib,
             check.fits() ? "trains" : "does not train");
         if (check.fits()) {
-          note = "checked: it trains at " + needMib + " MiB" + (failedAt.isEmpty() ? ""
+          note = "checked: it trains at " + needMib + " MiB" + layout + (failedAt.isEmpty() ? ""
               : " (" + failedAt + " MiB ran out of memory)");
         } else if (!check.oom()) {
           note = "not confirmed: at " + needMib + " MiB it failed: " + check.error();
@@ -835,7 +861,7 @@ public final class Probe {
         long hi = needMib;
         for (int k = 0; k < BISECTIONS && hi - lo > 1; k++) {
           long mid = (lo + hi) / 2;
-          RunResult at = runAt(tg, measure, mid << 20, o);
+          RunResult at = runAt(tg, failed.at(tg, mid << 20), mid << 20, o);
           LOG.info("[LMS][probe] Bisecting the smallest budget: at {} MiB the plan {}", mid,
               at.fits() ? "trains" : "does not train");
           if (at.fits()) {

@@ -380,7 +380,8 @@ class CorpusUnderBudgetTest {
    * variables' initializers ran while two 97.7 MiB tensors held all of it). auto with the probe,
    * as {@code run} and {@code train} use it, finds the failed allocation in the table's
    * initializer and probes init with one region and the table created last: it trains with the
-   * unbudgeted losses.
+   * unbudgeted losses. Below what init needs, the budget the refusal names is measured with that
+   * layout too.
    */
   @Test
   void whereInitRunsOutOfMemoryTheProbeCreatesThatVariableLastInOneRegionAndTrains()
@@ -398,6 +399,17 @@ class CorpusUnderBudgetTest {
         BudgetedRunner.Options.of(budget, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).as("auto").containsExactly(reference);
+    // below what init needs (two 97.7 MiB tables at once) the budget is refused, and the budget
+    // named is measured with the same init layout: 203 MiB measured (198 bisected, 196 out of
+    // memory), where without it the graph as given was bisected to 232
+    long below = 194 * MIB;
+    Lms tight = Lms.builder().budget(below).mode(LmsMode.AUTO).build();
+    Probe.Outcome refused = Probe.closeLoop(tg, tight, Probe.Options.of(below,
+        tight.budget().memRatio()));
+    assertThat(refused.verdict()).as(refused.message()).isEqualTo(Probe.Verdict.REFUSED);
+    assertThat(refused.message()).contains("table created last");
+    assertThat(refused.smallestBudgetBytes()).as(refused.message())
+        .isBetween(196 * MIB, 215 * MIB);
   }
 
   /** Each mode plans for {@code budget} (a plan is needed) and trains with the reference losses. */
