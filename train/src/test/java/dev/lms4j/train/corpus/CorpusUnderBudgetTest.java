@@ -351,15 +351,9 @@ class CorpusUnderBudgetTest {
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
     eachPlansAndTrains(tg, budget, reference, LmsMode.AUTO, LmsMode.SWAP);
-    Lms tflms = Lms.builder().budget(budget).mode(LmsMode.TFLMS).build();
-    Probe.Outcome o = Probe.closeLoop(tg, tflms, Probe.Options.of(budget,
-        tflms.budget().memRatio()));
-    assertThat(o.trains()).as(o.message()).isTrue();
+    Probe.Outcome o = probedTrainsLikeTheReference("tflms",
+        Lms.builder().budget(budget).mode(LmsMode.TFLMS).build(), tg, budget, reference);
     assertThat(o.result().planner()).as(o.message()).isEqualTo("tflms-swap");
-    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).as("tflms").containsExactly(reference);
     if (dev.lms4j.core.graph.ScratchEstimates.host().oneDnn()) {
       LmsResult remat = Lms.builder().budget(budget).mode(LmsMode.REMAT).build().rewrite(tg);
       assertThat(remat.recompute().groups()).isNotEmpty();
@@ -390,15 +384,9 @@ class CorpusUnderBudgetTest {
     long budget = 200 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
     assertOom(tg, budget);
-    Lms auto = Lms.builder().budget(budget).mode(LmsMode.AUTO).build();
-    Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
-        auto.budget().memRatio()));
-    assertThat(o.trains()).as(o.message()).isTrue();
+    Probe.Outcome o = probedTrainsLikeTheReference("auto",
+        Lms.builder().budget(budget).mode(LmsMode.AUTO).build(), tg, budget, reference);
     assertThat(o.message()).contains("one allocator region").contains("table created last");
-    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, STEPS));
-    assertThat(on.fits()).as(on.toString()).isTrue();
-    assertThat(on.losses()).as("auto").containsExactly(reference);
     // below what init needs (two 97.7 MiB tables at once) the budget is refused, and the budget
     // named is measured with the same init layout: 203 MiB measured (198 bisected, 196 out of
     // memory), where without it the graph as given was bisected to 232
@@ -410,6 +398,23 @@ class CorpusUnderBudgetTest {
     assertThat(refused.message()).contains("table created last");
     assertThat(refused.smallestBudgetBytes()).as(refused.message())
         .isBetween(196 * MIB, 215 * MIB);
+  }
+
+  /**
+   * {@code lms}'s plan probed under {@code budget} as {@code run} and {@code train} probe it: the
+   * probe passes a graph, and that graph, run again under the budget, trains with the reference
+   * losses.
+   */
+  private static Probe.Outcome probedTrainsLikeTheReference(String what, Lms lms,
+      TrainingGraph tg, long budget, double[] reference) throws Exception {
+    Probe.Outcome o = Probe.closeLoop(tg, lms, Probe.Options.of(budget,
+        lms.budget().memRatio()));
+    assertThat(o.trains()).as(o.message()).isTrue();
+    RunResult on = BudgetedRunner.run(new TrainingGraph(o.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, STEPS));
+    assertThat(on.fits()).as(on.toString()).isTrue();
+    assertThat(on.losses()).as(what).containsExactly(reference);
+    return o;
   }
 
   /** Each mode plans for {@code budget} (a plan is needed) and trains with the reference losses. */
