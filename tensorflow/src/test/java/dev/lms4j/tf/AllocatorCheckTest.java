@@ -121,6 +121,49 @@ class AllocatorCheckTest {
     assertThat(ratios.get(1)).isLessThan(ratios.get(0));
   }
 
+  /**
+   * Of the plans the replay rejects, the one kept is the lowest simulated peak among those
+   * within the headroom (5% of the budget) of the lowest need: there the replay's ranking is
+   * within its own error. A plan further above is not kept, however low its simulated peak.
+   */
+  @Test
+  void theClosestIsTheLowestSimulatedPeakWithinTheHeadroomOfTheLowestNeed() {
+    DataflowGraph g = chain();
+    PlanningContext ctx = PlanningContext.of(Budget.of(40 * MIB), TensorPolicy.builtin(g));
+    MemoryPlan a = MemoryPlan.unchanged("a", g, ctx, 30 * MIB);
+    MemoryPlan b = MemoryPlan.unchanged("b", g, ctx, 20 * MIB);
+    MemoryPlan c = MemoryPlan.unchanged("c", g, ctx, 10 * MIB);
+    long h = (long) (0.05 * 40 * MIB);
+    List<AllocatorCheck.Tried> tried = List.of(new AllocatorCheck.Tried(a, 50 * MIB, 50 * MIB),
+        new AllocatorCheck.Tried(b, 50 * MIB + h, 50 * MIB),
+        new AllocatorCheck.Tried(c, 50 * MIB + h + 1, 50 * MIB));
+    assertThat(AllocatorCheck.closest(tried, 40 * MIB).plan()).isSameAs(b);
+    assertThat(AllocatorCheck.closest(tried.subList(0, 1), 40 * MIB).plan()).isSameAs(a);
+    // a tie in need: the lower simulated peak, whichever came first
+    assertThat(AllocatorCheck.closest(List.of(new AllocatorCheck.Tried(b, 50 * MIB, 0),
+        new AllocatorCheck.Tried(c, 50 * MIB, 0)), 40 * MIB).plan()).isSameAs(c);
+  }
+
+  /**
+   * Through the check: the same swaps planned again with a lower simulated peak need what the
+   * first plan needed (the same graph), so the re-plan is the one kept (the first was, before:
+   * a re-plan replaced the kept plan only where it needed strictly less).
+   */
+  @Test
+  void whenPlansTieInNeedTheLowerSimulatedPeakIsKept() {
+    DataflowGraph g = chain();
+    PlanningContext ctx = PlanningContext.of(Budget.of(40 * MIB), TensorPolicy.builtin(g));
+    SwapPlan swaps = TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(1)
+        .swapinAhead(1).swapinGroupby(0).syncMode(0).build());
+    MemoryPlan first = MemoryPlan.of("first", g, RecomputePlan.empty(), swaps, 0, 30 * MIB, 0,
+        ctx);
+    MemoryPlan lower = MemoryPlan.of("lower", g, RecomputePlan.empty(), swaps, 0, 20 * MIB, 0,
+        ctx);
+    AllocatorCheck.Outcome o = AllocatorCheck.check(g, g, ctx, first, c -> lower);
+    assertThat(o.plan()).isSameAs(lower);
+    assertThat(o.needBytes()).isGreaterThan(40 * MIB);
+  }
+
   /** A plan (a swap) the replay rejects is kept, not refused: the model may miss scratch. */
   @Test
   void whenNothingFitsTheClosestPlanIsKeptAndTheBudgetIsNotRefused() {
