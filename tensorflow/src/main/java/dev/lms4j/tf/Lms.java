@@ -2,6 +2,7 @@ package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.memory.CostModel;
 import dev.lms4j.core.memory.LowerBound;
 import dev.lms4j.core.memory.ResidentLayouts;
@@ -17,6 +18,9 @@ import dev.lms4j.core.plan.SwapPlan;
 import dev.lms4j.core.plan.TensorPolicy;
 import dev.lms4j.core.schedule.AddNChains;
 import dev.lms4j.core.schedule.Scheduling;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -62,6 +66,11 @@ import org.tensorflow.proto.GraphDef;
  */
 public final class Lms {
   private static final Logger LOG = LoggerFactory.getLogger(Lms.class);
+  /**
+   * Environment variable naming a file the allocator model's requests for a step of the graph
+   * handed back are written to ({@link #writeReplay}), where a budget is set.
+   */
+  public static final String REPLAY_LOG_ENV = "LMS4J_REPLAY_LOG";
 
   private final Budget budget;
   private final SwapParams params;
@@ -622,6 +631,11 @@ public final class Lms {
           + "would skip those ops without an error. Please report this graph.");
     }
     int added = out.getNodeCount() - given.getNodeCount();
+    String replayLog = System.getenv(REPLAY_LOG_ENV);
+    if (replayLog != null && budget.isSet()) {
+      writeReplay(Path.of(replayLog), plan.needed() ? plan.applyTo(model) : model,
+          asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps) : steps, initLayout);
+    }
     if (dumpDot != null) {
       DotDump.write(dumpDot, given, out, plan);
       LOG.info("[LMS][0] Wrote the graph before and after as {}", DotDump.files(dumpDot));
@@ -630,6 +644,33 @@ public final class Lms {
     PlanCommit.log(plan, mode, added, planningMs, plan.swaps().isEmpty() ? null : mechanism());
     return new LmsResult(out, plan, model, stats, before, planningMs, added, scheduled, pre,
         initLayout);
+  }
+
+  /**
+   * Writes the allocator model's requests for a step of {@code r} (the graph handed back) under
+   * the budget to {@code file}, in the format of TensorFlow's allocator log as
+   * {@link dev.lms4j.tf.run.AllocatorLog} writes it ({@link BfcReplay#requests}): run with both
+   * {@code LMS4J_BFC_LOG} and {@link #REPLAY_LOG_ENV}, the two files side by side show where the
+   * model's request sequence leaves TensorFlow's.
+   */
+  private void writeReplay(Path file, DataflowGraph r, StepOrder steps,
+      LmsResult.InitLayout init) {
+    BfcReplay.Layout layout = BfcReplay.Layout.GRAPH_ORDER;
+    if (init != null) {
+      int[] last = init.last().stream().mapToInt(n -> r.op(n).orElseThrow().id()).toArray();
+      layout = new BfcReplay.Layout(last, init.primerBytes(), init.primerFirst());
+    }
+    List<String> lines = new ArrayList<>();
+    BfcReplay.Result res = BfcReplay.requests(r, steps.orders(r).get(0), budget.bytes(), layout,
+        lines::add);
+    try {
+      Files.write(file, lines);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    LOG.info("[LMS][0] The allocator model's {} requests for a step under {} MiB ({}) written to "
+        + "{}", lines.size(), Budget.mib(budget.bytes()), res.fits() ? "fits"
+        : "refuses " + res.failedBytes() + " bytes for " + res.failedOp(), file);
   }
 
   /** {@code gd} with its init ordered, and the order. */

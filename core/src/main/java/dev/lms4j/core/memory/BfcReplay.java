@@ -222,9 +222,29 @@ public final class BfcReplay {
     return replay(g, order, limit, layout, host, during, STEPS);
   }
 
+  /**
+   * As {@link #replay(DataflowGraph, int[], long, Layout)}, writing every request the model
+   * makes to {@code requests}, one line each in the format of TensorFlow's allocator log as
+   * lms4j writes it ({@code LMS4J_BFC_LOG}): {@code R bytes} for a region grown,
+   * {@code A bytes region offset op} for a granted request, {@code F n} for the n-th granted request (from 0) freed, {@code X bytes op} for the
+   * request refused. Side by side with TensorFlow's, the first line that differs is where the
+   * model's request sequence leaves TensorFlow's.
+   */
+  public static Result requests(DataflowGraph g, int[] order, long limit, Layout layout,
+      java.util.function.Consumer<String> requests) {
+    return replay(g, order, limit, layout, ScratchEstimates.host(), null, STEPS, requests);
+  }
+
   private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host, long[] during, int steps) {
+    return replay(g, order, limit, layout, host, during, steps, null);
+  }
+
+  private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
+      ScratchEstimates.Host host, long[] during, int steps,
+      java.util.function.Consumer<String> requests) {
     Allocator bfc = new Allocator(limit);
+    bfc.log = requests;
     long[][] chunk = new long[g.size()][];
     boolean[] later = new boolean[g.size()];
     for (int v : layout.last) {
@@ -265,6 +285,7 @@ public final class BfcReplay {
     for (int v : order) {
       if (held[v]) {
         Op op = g.op(v);
+        bfc.op = op.name();
         for (int i = 0; i < op.outputs().size(); i++) {
           long bytes = op.output(i).bytes();
           if (bytes > 0) {
@@ -291,6 +312,7 @@ public final class BfcReplay {
         int v = order[pos];
         Op op = g.op(v);
         int outs = op.outputs().size();
+        bfc.op = op.name();
         refs.forward(op);
         // a kernel that computes into a temporary and then copies it into its output asks for
         // the temporary first (ScratchEstimates#scratchFirst)
@@ -404,6 +426,7 @@ public final class BfcReplay {
     if (bytes <= 0) {
       return true;
     }
+    bfc.op = PRIMER;
     long at = bfc.allocate(bytes);
     if (at < 0) {
       return false;
@@ -447,6 +470,7 @@ public final class BfcReplay {
 
   /** Allocates every output of a resident op; the size of the one that does not fit, or 0. */
   private static long allocateOutputs(Allocator bfc, Op op) {
+    bfc.op = op.name();
     for (Tensor t : op.outputs()) {
       if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
         return t.bytes();
@@ -514,6 +538,13 @@ public final class BfcReplay {
     private final TreeMap<Long, long[]> chunks = new TreeMap<>(); // addr -> {size, used, region}
     private final TreeSet<long[]> free = new TreeSet<>(
         Comparator.<long[]>comparingLong(c -> c[0]).thenComparingLong(c -> c[1]));
+    /** Where the requests are written ({@link #requests}), or null. */
+    private java.util.function.Consumer<String> log;
+    /** The op the requests are made for (for the log). */
+    private String op = "?";
+    /** The index of each chunk's request, by address (for the log's frees). */
+    private final java.util.Map<Long, Integer> requestAt = new java.util.HashMap<>();
+    private int requests;
 
     public Allocator(long limit) {
       this.limit = limit;
@@ -531,6 +562,9 @@ public final class BfcReplay {
       long[] c = free.ceiling(new long[] {want, -1});
       if (c == null) {
         if (!extend(want)) {
+          if (log != null) {
+            log.accept("X " + bytes + " " + op);
+          }
           return -1;
         }
         c = free.ceiling(new long[] {want, -1});
@@ -548,6 +582,11 @@ public final class BfcReplay {
       meta[1] = 1;
       inUse += meta[0];
       peak = Math.max(peak, inUse);
+      if (log != null) {
+        long[] at = place(addr);
+        requestAt.put(addr, requests++);
+        log.accept("A " + bytes + " " + at[0] + " " + at[1] + " " + op);
+      }
       return addr;
     }
 
@@ -572,6 +611,9 @@ public final class BfcReplay {
       long addr = nextAddress;
       regions += bytes;
       grown.add(new long[] {addr, bytes});
+      if (log != null) {
+        log.accept("R " + bytes);
+      }
       chunks.put(addr, new long[] {bytes, 0, addr});
       free.add(new long[] {bytes, addr});
       return true;
@@ -598,6 +640,9 @@ public final class BfcReplay {
 
     /** Frees the chunk at {@code addr}, coalescing it with free neighbours in its region. */
     public void free(long addr) {
+      if (log != null) {
+        log.accept("F " + requestAt.remove(addr));
+      }
       long[] meta = chunks.get(addr);
       meta[1] = 0;
       inUse -= meta[0];

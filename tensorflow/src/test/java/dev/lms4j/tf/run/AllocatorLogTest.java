@@ -2,6 +2,10 @@ package dev.lms4j.tf.run;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.graph.SyntheticGraphs;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.tf.AdamNetAccess;
 import dev.lms4j.tf.TrainingGraph;
 import java.io.BufferedReader;
@@ -11,6 +15,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -135,5 +140,38 @@ class AllocatorLogTest {
     AllocatorLog.Check c = log.check(64L << 20);
     assertThat(c.same()).as(c.detail()).isTrue();
     assertThat(c.requests()).isEqualTo((int) granted);
+  }
+
+  /**
+   * The allocator model's own requests ({@code BfcReplay.requests}, what {@code LMS4J_REPLAY_LOG}
+   * writes) are in the log's format: read back and replayed, every chunk lands where the model
+   * put it, in the regions it grew; a step that does not fit ends with its refusal.
+   */
+  @Test
+  void theModelsRequestsReadBackAsALogAndReplayToTheSamePlaces() {
+    long mib = 1 << 20;
+    DataflowGraph g = SyntheticGraphs.trainingChain(6, 4 * mib, 64 << 10);
+    int[] order = Levels.of(g).schedule();
+    List<String> lines = new ArrayList<>();
+    var r = BfcReplay.requests(g, order, 64 * mib, BfcReplay.Layout.GRAPH_ORDER, lines::add);
+    assertThat(r.fits()).isTrue();
+    assertThat(lines).anyMatch(l -> l.startsWith("R ")).anyMatch(l -> l.startsWith("F "));
+    AllocatorLog log = AllocatorLog.read(new BufferedReader(new StringReader(
+        String.join("\n", lines))));
+    long granted = lines.stream().filter(l -> l.startsWith("A ")).count();
+    assertThat(granted).isGreaterThan(6);
+    AllocatorLog.Check c = log.check(64 * mib);
+    assertThat(c.same()).as(c.detail()).isTrue();
+    assertThat(c.requests()).isEqualTo((int) granted);
+    // under a limit the step does not fit: the last line is the refusal, and the model agrees
+    List<String> tight = new ArrayList<>();
+    long need = BfcReplay.smallestMib(g, order, 64);
+    var refused = BfcReplay.requests(g, order, (need - 1) * mib,
+        BfcReplay.Layout.GRAPH_ORDER, tight::add);
+    assertThat(refused.fits()).isFalse();
+    assertThat(tight.get(tight.size() - 1)).startsWith("X " + refused.failedBytes() + " ");
+    AllocatorLog.Check t = AllocatorLog.read(new BufferedReader(new StringReader(
+        String.join("\n", tight)))).check((need - 1) * mib);
+    assertThat(t.same()).as(t.detail()).isTrue();
   }
 }
