@@ -12,7 +12,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The step's results grappler folds into constants ({@link BfcReplay#heldAtRun}): held from the
- * executor's start, not allocated as the step runs. (The allocator model itself is checked
+ * executor's start, not allocated as the step runs; what depends on a feed is not folded. (The allocator model itself is checked
  * against TensorFlow's recorded placements in the tensorflow module's {@code AllocatorLogTest}.)
  */
 class FoldedConstantsTest {
@@ -29,14 +29,7 @@ class FoldedConstantsTest {
    */
   @Test
   void aFoldedShapeReadIsHeldFromTheStepsStart() {
-    DataflowGraph g = DataflowGraph.builder()
-        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(1 * MIB))
-        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(512 * KIB))
-        .op("s", "Shape", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(16))
-        .op("b", "MatMul", OpCategory.FORWARD, List.of("a", "^s"), Tensor.ofBytes(1 * MIB))
-        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(768 * KIB))
-        .op("r", "MatMul", OpCategory.FORWARD, List.of("c", "s"), Tensor.ofBytes(16))
-        .build();
+    DataflowGraph g = shapeRead("VariableV2", Tensor.persistent(1 * MIB));
     assertThat(BfcReplay.heldAtRun(g)).containsExactly(false, false, true, false, false, false);
     int[] order = Levels.of(g).schedule();
     assertThat(Arrays.stream(order).mapToObj(v -> g.op(v).name()))
@@ -44,6 +37,33 @@ class FoldedConstantsTest {
     BfcReplay.Result r = BfcReplay.replay(g, order, 3 * MIB, BfcReplay.Layout.GRAPH_ORDER, 1);
     assertThat(r.fits()).isTrue();
     assertThat(r.regionBytes()).isEqualTo(3 * MIB);
+  }
+
+  /**
+   * The same graph with x fed: grappler's constant folding does not take a fed tensor's shape
+   * as known, so the shape read runs in the step ({@link BfcReplay#fedDependent}), its chunk
+   * sits between a's and the rest of the region, and c does not fit under 3 MiB.
+   */
+  @Test
+  void aShapeReadOfAFedTensorRunsInTheStep() {
+    DataflowGraph g = shapeRead("Placeholder", Tensor.ofBytes(1 * MIB));
+    assertThat(BfcReplay.fedDependent(g)).containsExactly(true, true, true, true, true, true);
+    assertThat(BfcReplay.heldAtRun(g)).containsOnly(false);
+    int[] order = Levels.of(g).schedule();
+    BfcReplay.Result r = BfcReplay.replay(g, order, 3 * MIB, BfcReplay.Layout.GRAPH_ORDER, 1);
+    assertThat(r.fits()).isFalse();
+    assertThat(r.failedOp()).isEqualTo("c");
+  }
+
+  private static DataflowGraph shapeRead(String xType, Tensor x) {
+    return DataflowGraph.builder()
+        .op("x", xType, OpCategory.FORWARD, List.of(), x)
+        .op("a", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(512 * KIB))
+        .op("s", "Shape", OpCategory.FORWARD, List.of("a"), Tensor.ofBytes(16))
+        .op("b", "MatMul", OpCategory.FORWARD, List.of("a", "^s"), Tensor.ofBytes(1 * MIB))
+        .op("c", "MatMul", OpCategory.FORWARD, List.of("b"), Tensor.ofBytes(768 * KIB))
+        .op("r", "MatMul", OpCategory.FORWARD, List.of("c", "s"), Tensor.ofBytes(16))
+        .build();
   }
 
   /**
