@@ -45,10 +45,10 @@ import org.slf4j.LoggerFactory;
  * graph as given is replayed too: where it fits the whole budget and needs no more than the
  * closest plan, it is left as it was (never worse than TensorFlow). Otherwise the plan the
  * replay found closest is kept ({@link #closest}: of the plans within the headroom of the lowest
- * need, the one with the lowest simulated peak), with a warning naming its need: the allocator model misses kernel
- * scratch the estimates do not know (oneDNN convolutions on some CPUs), so it does not refuse
- * a plan on its own; {@code run} and {@code train} probe the plan before training. Where the
- * closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
+ * need, the one with the lowest simulated peak), with a warning naming its need: the allocator
+ * model misses kernel scratch the estimates do not know (oneDNN convolutions on some CPUs), so it
+ * does not refuse a plan on its own; {@code run} and {@code train} probe the plan before
+ * training. Where the closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
  * lower ratio came under it), the budget is refused, naming the allocator's need.
  */
 final class AllocatorCheck {

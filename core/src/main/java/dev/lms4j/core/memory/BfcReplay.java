@@ -9,11 +9,14 @@ import dev.lms4j.core.graph.TensorId;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.function.Consumer;
 
 /**
  * Replays one training step's allocations through a model of TensorFlow's BFC allocator under a
@@ -227,12 +230,13 @@ public final class BfcReplay {
    * As {@link #replay(DataflowGraph, int[], long, Layout)}, writing every request the model
    * makes to {@code requests}, one line each in the format of TensorFlow's allocator log as
    * lms4j writes it ({@code LMS4J_BFC_LOG}): {@code R bytes} for a region grown,
-   * {@code A bytes region offset op} for a granted request, {@code F n} for the n-th granted request (from 0) freed, {@code X bytes op} for the
-   * request refused. Side by side with TensorFlow's, the first line that differs is where the
-   * model's request sequence leaves TensorFlow's.
+   * {@code A bytes region offset op} for a granted request, {@code F n} for the n-th granted
+   * request (from 0) freed, {@code X bytes op} for the request refused. Side by side with
+   * TensorFlow's, the first line that differs is where the model's request sequence leaves
+   * TensorFlow's.
    */
   public static Result requests(DataflowGraph g, int[] order, long limit, Layout layout,
-      java.util.function.Consumer<String> requests) {
+      Consumer<String> requests) {
     return replay(g, order, limit, layout, ScratchEstimates.host(), null, STEPS, requests);
   }
 
@@ -243,7 +247,7 @@ public final class BfcReplay {
 
   private static Result replay(DataflowGraph g, int[] order, long limit, Layout layout,
       ScratchEstimates.Host host, long[] during, int steps,
-      java.util.function.Consumer<String> requests) {
+      Consumer<String> requests) {
     Allocator bfc = new Allocator(limit);
     bfc.log = requests;
     long[][] chunk = new long[g.size()][];
@@ -569,11 +573,11 @@ public final class BfcReplay {
     private final TreeSet<long[]> free = new TreeSet<>(
         Comparator.<long[]>comparingLong(c -> c[0]).thenComparingLong(c -> c[1]));
     /** Where the requests are written ({@link #requests}), or null. */
-    private java.util.function.Consumer<String> log;
+    private Consumer<String> log;
     /** The op the requests are made for (for the log). */
     private String op = "?";
     /** The index of each chunk's request, by address (for the log's frees). */
-    private final java.util.Map<Long, Integer> requestAt = new java.util.HashMap<>();
+    private final Map<Long, Integer> requestAt = new HashMap<>();
     private int requests;
 
     public Allocator(long limit) {

@@ -12,8 +12,9 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The step's results grappler folds into constants ({@link BfcReplay#heldAtRun}): held from the
- * executor's start, not allocated as the step runs; what depends on a feed is not folded. (The allocator model itself is checked
- * against TensorFlow's recorded placements in the tensorflow module's {@code AllocatorLogTest}.)
+ * executor's start, not allocated as the step runs; what depends on a feed is not folded. (The
+ * allocator model itself is checked against TensorFlow's recorded placements in the tensorflow
+ * module's {@code AllocatorLogTest}.)
  */
 class FoldedConstantsTest {
   private static final long KIB = 1 << 10;
