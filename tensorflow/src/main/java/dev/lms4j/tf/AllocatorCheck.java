@@ -48,8 +48,9 @@ import org.slf4j.LoggerFactory;
  * need, the one with the lowest simulated peak), with a warning naming its need: the allocator
  * model misses kernel scratch the estimates do not know (oneDNN convolutions on some CPUs), so it
  * does not refuse a plan on its own; {@code run} and {@code train} probe the plan before
- * training. Where the closest is no rewrite at all (the planners saw no need, the allocator does, and no plan at a
- * lower ratio came under it), the budget is refused, naming the allocator's need.
+ * training. Where the closest is no rewrite at all (the planners saw no need, the allocator
+ * does, and no plan at a lower ratio came under it), the budget is refused, naming the
+ * allocator's need.
  */
 final class AllocatorCheck {
   private static final Logger LOG = LoggerFactory.getLogger(AllocatorCheck.class);
