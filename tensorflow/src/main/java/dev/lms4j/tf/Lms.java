@@ -19,7 +19,6 @@ import dev.lms4j.core.plan.TensorPolicy;
 import dev.lms4j.core.schedule.AddNChains;
 import dev.lms4j.core.schedule.Scheduling;
 import java.io.IOException;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -666,7 +665,10 @@ public final class Lms {
     try {
       Files.write(file, lines);
     } catch (IOException e) {
-      throw new UncheckedIOException(e);
+      // a diagnostic file: the run goes on without it
+      LOG.warn("[LMS][0] Could not write the allocator model's requests to {}: {}", file,
+          e.toString());
+      return;
     }
     LOG.info("[LMS][0] The allocator model's {} requests for a step under {} MiB ({}) written to "
         + "{}", lines.size(), Budget.mib(budget.bytes()), res.fits() ? "fits"
