@@ -670,8 +670,9 @@ public final class Lms {
           e.toString());
       return;
     }
-    LOG.info("[LMS][0] The allocator model's {} requests for a step under {} MiB ({}) written to "
-        + "{}", lines.size(), Budget.mib(budget.bytes()), res.fits() ? "fits"
+    long granted = lines.stream().filter(l -> l.startsWith("A ")).count();
+    LOG.info("[LMS][0] The allocator model's {} requests for init and two steps under {} MiB "
+        + "({}) written to {}", granted, Budget.mib(budget.bytes()), res.fits() ? "fits"
         : "refuses " + res.failedBytes() + " bytes for " + res.failedOp(), file);
   }
 
