@@ -153,8 +153,7 @@ class AllocatorCheckTest {
   void whenPlansTieInNeedTheLowerSimulatedPeakIsKept() {
     DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(40 * MIB), TensorPolicy.builtin(g));
-    SwapPlan swaps = TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(1)
-        .swapinAhead(1).swapinGroupby(0).syncMode(0).build());
+    SwapPlan swaps = tflmsSwapsAtThresholdOne(g);
     MemoryPlan first = MemoryPlan.of("first", g, RecomputePlan.empty(), swaps, 0, 30 * MIB, 0,
         ctx);
     MemoryPlan lower = MemoryPlan.of("lower", g, RecomputePlan.empty(), swaps, 0, 20 * MIB, 0,
@@ -169,8 +168,7 @@ class AllocatorCheckTest {
   void whenNothingFitsTheClosestPlanIsKeptAndTheBudgetIsNotRefused() {
     DataflowGraph g = chain();
     PlanningContext ctx = PlanningContext.of(Budget.of(40 * MIB), TensorPolicy.builtin(g));
-    SwapPlan swaps = TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(1)
-        .swapinAhead(1).swapinGroupby(0).syncMode(0).build());
+    SwapPlan swaps = tflmsSwapsAtThresholdOne(g);
     assertThat(swaps.isEmpty()).isFalse();
     MemoryPlan plan = MemoryPlan.of("test", g, RecomputePlan.empty(), swaps, 0, 0, 0, ctx);
     List<Double> ratios = new ArrayList<>();
@@ -356,6 +354,12 @@ class AllocatorCheckTest {
   /** The training chain of the alternatives' cases: six 16 MiB activations, 64 KiB weights. */
   private static DataflowGraph chain() {
     return SyntheticGraphs.trainingChain(6, 16 * MIB, 64 << 10);
+  }
+
+  /** TFLMS's swaps of {@code g} at threshold 1, swap-in 1 ahead, no grouping. */
+  private static SwapPlan tflmsSwapsAtThresholdOne(DataflowGraph g) {
+    return TflmsSwapPlanner.plan(g, SwapParams.builder().swapoutThreshold(1).swapinAhead(1)
+        .swapinGroupby(0).syncMode(0).build());
   }
 
   /** TFLMS's swaps of {@code g} with the given parameters, as a plan. */
