@@ -133,8 +133,9 @@ class RecomputeRoundingTest {
    * reason is a kernel TensorFlow chooses: as given, grappler's remapper fuses
    * {@code MatMul + BiasAdd} into one oneDNN kernel that adds the bias to the float32 accumulator
    * and rounds to float16 once; with the clone the MatMul's output has two readers, is not fused,
-   * and is rounded to float16 before the bias is added. The slots on the host alone change
-   * nothing.
+   * and is rounded to float16 before the bias is added. Where TensorFlow does not fuse them in
+   * the graph as given either (a CPU without AVX-512 FP16), the losses are bit-identical. The
+   * slots on the host alone change nothing.
    */
   @Test
   void theMixedMlpsRecomputedBiasAddKeepsItsMatMulUnfused() {
@@ -147,13 +148,22 @@ class RecomputeRoundingTest {
         .anySatisfy(gr -> assertThat(gr.ops()).contains("BiasAdd"));
     Map<String, String> before = optimized(tg, tg.graphDef());
     Map<String, String> after = optimized(tg, lr.graphDef());
-    assertThat(before.get("BiasAdd")).contains("FusedMatMul");
     assertThat(after.get("BiasAdd")).startsWith("BiasAdd [MatMul");
     List<Double> ref = losses(tg, tg.graphDef(), true);
     List<Double> lms = losses(tg, lr.graphDef(), true);
-    assertThat(lms.get(0)).isEqualTo(ref.get(0));
-    for (int i = 0; i < ref.size(); i++) {
-      assertThat(lms.get(i)).isCloseTo(ref.get(i), withPercentage(0.05));
+    if (before.get("BiasAdd").contains("FusedMatMul")) {
+      // oneDNN fuses the float16 MatMul and bias add of the graph as given (on a CPU with
+      // AVX-512 FP16): the first loss, before any update, is the same; the later ones move
+      assertThat(lms.get(0)).isEqualTo(ref.get(0));
+      for (int i = 0; i < ref.size(); i++) {
+        assertThat(lms.get(i)).isCloseTo(ref.get(i), withPercentage(0.05));
+      }
+    } else {
+      // where TensorFlow does not fuse them as given (measured 2026-12-06 on an Intel Xeon with
+      // AVX-512 but not its FP16 extension: "BiasAdd [MatMul, fc0_half/Cast_1]"), both graphs run
+      // the same kernels and the losses are the same bits
+      assertThat(before.get("BiasAdd")).startsWith("BiasAdd [MatMul");
+      assertThat(lms).containsExactlyElementsOf(ref);
     }
     // the slots on the host alone: the same bits
     dev.lms4j.tf.SlotOffload.Result offloaded = dev.lms4j.tf.SlotOffload.rewrite(tg.graphDef(),
