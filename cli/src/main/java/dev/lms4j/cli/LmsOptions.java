@@ -113,7 +113,9 @@ final class LmsOptions {
           + "TF_LMS_SIMULATOR_MEM_RATIO, 0.9 there). Default 0.95 where the plan's first step "
           + "is probed under the budget (run and train; the probe measures what the memory "
           + "model misses and re-plans), 0.8 where nothing checks the plan (analyze, rewrite, "
-          + "--no-probe): kernel scratch, fragmentation and the model's misses need the rest.")
+          + "--no-probe): kernel scratch, fragmentation and the model's misses need the rest; "
+          + "where no plan keeps that margin, plans at 0.95 are judged by the allocator check. "
+          + "A ratio given here is kept.")
   Double memRatio;
 
   @Option(names = "--remat-mode", paramLabel = "MODE", defaultValue = "groups",

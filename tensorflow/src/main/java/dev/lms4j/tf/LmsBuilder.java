@@ -32,8 +32,10 @@ public final class LmsBuilder implements Cloneable {
    * ({@code dev.lms4j.tf.run.Probe#PROBED_MEM_RATIO}: {@code run}, {@code train} and the LMS
    * callback); not the default of a plan nothing checks ({@link Budget#DEFAULT_MEM_RATIO}, 0.8, is:
    * {@code analyze}, {@code rewrite}, {@link Lms#rewrite}), where the model's misses go unseen
-   * (the zoo LeNet at 88 MiB, whose memory the model puts 11% low, traces 87.2 MiB there). Set it
-   * with {@link #memRatio(double)} ({@code --mem-ratio 0.95}).
+   * (the zoo LeNet at 88 MiB, whose memory the model puts 11% low, traces 87.2 MiB there); but
+   * where no plan keeps that default's margin, {@link Lms#rewrite} plans at this ratio too and
+   * the allocator check judges those plans. Set it with {@link #memRatio(double)}
+   * ({@code --mem-ratio 0.95}); a ratio set is kept as given.
    */
   public static final double ORDERED_MEM_RATIO = 0.95;
 
@@ -284,7 +286,9 @@ public final class LmsBuilder implements Cloneable {
    * The share of the budget the simulated peak may use (TFLMS's
    * {@code TF_LMS_SIMULATOR_MEM_RATIO}, 0.9 there; lms4j default
    * {@link Budget#DEFAULT_MEM_RATIO}; see {@link #ORDERED_MEM_RATIO}): the rest is margin for
-   * fragmentation, kernel scratch memory and the memory model's misses.
+   * fragmentation, kernel scratch memory and the memory model's misses. Set here, it is kept
+   * as given: the default one gives way to {@link #ORDERED_MEM_RATIO} where no plan keeps its
+   * margin.
    */
   public LmsBuilder memRatio(double r) {
     if (!(r > 0 && r <= 1)) {

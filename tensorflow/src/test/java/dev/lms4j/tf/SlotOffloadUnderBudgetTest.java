@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.lms4j.core.plan.Budget;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.run.BudgetedRunner;
@@ -84,28 +85,44 @@ class SlotOffloadUnderBudgetTest {
    * With weights: a plain-SGD MLP (TinyNet, 6 layers of 1024 units, batch 256) has no slots and
    * 20.1 MiB of weights of at least 64 KiB (w0, 128 KiB, and w1..w5). Measured here: the graph
    * as given peaks at 37.0 MiB, with its weights on the host at 25.8. At 32 MiB the graph as
-   * given runs out of memory and, with weight offload off, {@link Lms#rewrite} refuses the budget
-   * (the weights and the largest op need more than the memory ratio leaves); on, the plan keeps
-   * the six weights on the host, counts them in {@link LmsResult.PreRewrites}, and trains with
-   * the unbudgeted losses bit for bit (measured: predicted 25.0 MiB, traced 22.9).
+   * given runs out of memory; no plan keeps the default memory ratio's margin (0.8) with the
+   * weights on the device, but one at a higher ratio passes the allocator check (hybrid, ratio
+   * 0.85), so that plan is taken, everything on the device, and trains. At 27 MiB no plan fits
+   * even at ratio 0.95 with the weights on the device (they and the largest op need 26 MiB): with
+   * weight offload off, {@link Lms#rewrite} refuses the budget; on, the plan keeps the six
+   * weights on the host, counts them in {@link LmsResult.PreRewrites}, and trains with the
+   * unbudgeted losses bit for bit.
    */
   @Test
   void lmsOffloadsTheWeightsWhereNoPlanFitsWithThem() throws Exception {
     TrainingGraph tg = TinyNet.build(256, 1024, 6);
-    long budget = 32 * MIB;
     RunResult free = BudgetedRunner.run(tg, BudgetedRunner.Options.of(0, 3));
     assertThat(free.fits()).as(free.toString()).isTrue();
+    long budget = 32 * MIB;
     assertThat(free.peakBytes()).isGreaterThan(budget);
     RunResult given = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, 3));
     assertThat(given.oom()).as(given.toString()).isTrue();
+    LmsResult onDevice = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
+    assertThat(onDevice.preRewrites().offloadedWeights()).isZero();
+    assertThat(onDevice.memoryPlan().needed()).isTrue();
+    // a ratio set by hand is kept: at 0.8 no plan fits with the weights on the device
     assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO)
+        .memRatio(Budget.DEFAULT_MEM_RATIO).weightOffload(false).build().rewrite(tg))
+        .isInstanceOf(PlanningException.class);
+    RunResult device = BudgetedRunner.run(new TrainingGraph(onDevice.graphDef(), tg.manifest()),
+        BudgetedRunner.Options.of(budget, 3));
+    assertThat(device.fits()).as(device.toString()).isTrue();
+    assertThat(device.losses()).containsExactly(free.losses());
+
+    long small = 27 * MIB;
+    assertThatThrownBy(() -> Lms.builder().budget(small).mode(LmsMode.AUTO)
         .weightOffload(false).build().rewrite(tg)).isInstanceOf(PlanningException.class);
-    LmsResult r = Lms.builder().budget(budget).mode(LmsMode.AUTO).build().rewrite(tg);
+    LmsResult r = Lms.builder().budget(small).mode(LmsMode.AUTO).build().rewrite(tg);
     assertThat(r.preRewrites().offloadedWeights()).isEqualTo(6);
     assertThat(r.preRewrites().offloadedWeightBytes()).isEqualTo(20 * MIB + 32 * 1024 * 4);
     assertThat(r.preRewrites().offloadedSlots()).isZero();
     RunResult on = BudgetedRunner.run(new TrainingGraph(r.graphDef(), tg.manifest()),
-        BudgetedRunner.Options.of(budget, 3));
+        BudgetedRunner.Options.of(small, 3));
     assertThat(on.fits()).as(on.toString()).isTrue();
     assertThat(on.losses()).containsExactly(free.losses());
   }
