@@ -371,9 +371,10 @@ public final class Lms {
    * A rewrite, and what the allocator check said of it.
    *
    * @param result   the rewrite
-   * @param overNeed the allocator model's need where the check kept a plan it did not accept
-   *                 (the closest, with a warning), bytes; 0 where it accepted the plan or did
-   *                 not run
+   * @param overNeed the allocator model's need where the check did not accept the result: it
+   *                 kept the closest plan with a warning, or the graph is left as given (fitting
+   *                 the replay without the headroom), bytes; 0 where the check accepted the
+   *                 plan, or did not run (no budget, the check off, a mode that does not plan)
    */
   private record Planned(LmsResult result, long overNeed) {
     /** True when the allocator check did not accept this rewrite. */
@@ -388,10 +389,12 @@ public final class Lms {
   }
 
   /**
-   * Plans at this configuration's memory ratio; where no plan keeps its margin, plans again at
+   * Plans at this configuration's memory ratio; where planning is refused, plans again at
    * {@link LmsBuilder#ORDERED_MEM_RATIO} ({@link #raised}), then with the slots and then the
    * weights on the host ({@link #offloading}): of those, the first the allocator check accepts,
-   * else the one it found closest (the lowest need).
+   * else the one it found closest (the lowest need; one at the raised ratio only within the
+   * check's headroom above the budget). A plan made at this ratio that the check
+   * did not accept is returned as it is (the check planned again at lower ratios already).
    */
   private Planned planned(GraphDef gd, Map<String, long[]> feedShapes, String trainOp,
       Set<String> runOps, String initOp, boolean ordered) {
@@ -412,10 +415,18 @@ public final class Lms {
         if (!p.over()) {
           return p;
         }
-        // a plan the check did not accept, but the closest it found; the graph as given is not
-        // one (the refusal above replayed it already)
-        if (p.result().memoryPlan().needed()) {
+        // a plan the check did not accept, but the closest it found, where the replay puts it
+        // within the check's headroom above the budget (there its verdict is not trusted either
+        // way); the graph as given is not one (it needs more than the planners' margin, and
+        // where it fit the budget the refusal above returned it or named the allocator's need)
+        if (p.result().memoryPlan().needed() && p.overNeed() <= budget.bytes()
+            + (long) (AllocatorCheck.HEADROOM * budget.bytes())) {
           kept = p;
+        } else {
+          LOG.info("[LMS][0] The closest plan at memory ratio {} needs about {} MiB of the "
+              + "allocator, more than the budget and its {}% headroom: not kept",
+              raised.budget.memRatio(), Budget.mibUp(p.overNeed()),
+              Math.round(AllocatorCheck.HEADROOM * 100));
         }
       } catch (PlanningException e) {
         LOG.info("[LMS][0] No plan at memory ratio {} either ({})", raised.budget.memRatio(),
@@ -445,9 +456,12 @@ public final class Lms {
       if (p.beats(kept)) {
         return p;
       }
-      LOG.info("[LMS][0] The plan at memory ratio {} needs less of the allocator ({} MiB) than "
-          + "the one with the {} on the host ({} MiB): it is kept", raised.budget.memRatio(),
-          Budget.mibUp(kept.overNeed()), offloaded.weightsNow ? "weights" : "optimizer's slots",
+      LmsResult.PreRewrites host = p.result().preRewrites();
+      LOG.info("[LMS][0] The plan at memory ratio {} needs no more of the allocator ({} MiB) "
+          + "than the one {} ({} MiB): it is kept", raised.budget.memRatio(),
+          Budget.mibUp(kept.overNeed()), host.offloadedWeights() > 0
+              ? "with the weights on the host" : host.offloadedSlots() > 0
+              ? "with the optimizer's slots on the host" : "planned with the host's help",
           Budget.mibUp(p.overNeed()));
       return kept;
     } catch (PlanningException again) {
@@ -466,8 +480,9 @@ public final class Lms {
    * check replays the plan through the BFC allocator model and keeps 5% of the budget free of
    * its chunks, so where no plan keeps the larger margin, the check, not the margin, decides:
    * measured on the corpus DenseNet at 27 MiB, at ratio 0.8 no plan kept the slots and weights on
-   * the device, and the plans with them on the host needed 30 MiB of the replay (and ran out of
-   * memory), while tflms's plan at 0.84 needs 26.3 (and trains at 26 MiB).
+   * the device, and the plans with the weights on the host needed 30 MiB of the replay (and ran
+   * out of memory), while tflms's closest plan after planning at 0.95 needs about 28 and trains
+   * (measured peak 26.6 MiB).
    */
   private Lms raised() {
     if (source.memRatioSet() || !allocatorCheck || !budget.isSet() || !mode.plans()
@@ -659,6 +674,10 @@ public final class Lms {
           String.format("%.1f", budget.bytes() / 1048576.0),
           givenPre.initConstants() > 0 ? " (its initializer Fills kept from folding)" : "");
       asGiven = true;
+      if (allocatorCheck) {
+        // it fits the replay, but the check did not accept it (no headroom was asked of it)
+        overNeed = Math.max(1, AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts));
+      }
     }
     // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
     StepOrder steps = ordered && allocatorCheck && budget.isSet() && mode.plans()
@@ -711,7 +730,7 @@ public final class Lms {
         LOG.warn("[LMS][0] The {} schedule and the plan together close a cycle through {} "
             + "(counting the filter and bias gradients oneDNN merges as one op); planning again "
             + "without the schedule", scheduler.name().toLowerCase(java.util.Locale.ROOT), cycle);
-        return source.copy().scheduler(Scheduling.Scheduler.NONE).build().planned(given,
+        return source.copy().scheduler(Scheduling.Scheduler.NONE).build().rewritePlanned(given,
             feedShapes, trainOp, runOps, initOp, ordered);
       }
       throw new IllegalStateException("lms4j's rewrite closed a cycle through " + cycle

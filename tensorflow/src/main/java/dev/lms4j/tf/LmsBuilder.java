@@ -33,8 +33,9 @@ public final class LmsBuilder implements Cloneable {
    * callback); not the default of a plan nothing checks ({@link Budget#DEFAULT_MEM_RATIO}, 0.8, is:
    * {@code analyze}, {@code rewrite}, {@link Lms#rewrite}), where the model's misses go unseen
    * (the zoo LeNet at 88 MiB, whose memory the model puts 11% low, traces 87.2 MiB there); but
-   * where no plan keeps that default's margin, {@link Lms#rewrite} plans at this ratio too and
-   * the allocator check judges those plans. Set it with {@link #memRatio(double)}
+   * where planning at that default is refused, {@link Lms#rewrite} plans at this ratio too and
+   * the allocator check judges those plans (with the check on, a budget set, and a mode whose
+   * plan depends on the budget). Set it with {@link #memRatio(double)}
    * ({@code --mem-ratio 0.95}); a ratio set is kept as given.
    */
   public static final double ORDERED_MEM_RATIO = 0.95;

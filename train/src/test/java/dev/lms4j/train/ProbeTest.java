@@ -240,10 +240,14 @@ class ProbeTest {
         .build(dev.lms4j.train.corpus.Corpus.Size.BENCH, 42);
     long budget = 15 * MIB;
     // with its weights on the host the U-Net plans at 14 MiB at 0.8 already: this test is about
-    // the ratio, so its weights stay on the device
-    Lms auto = Lms.builder().budget(budget).weightOffload(false).build();
+    // the ratio, so its weights stay on the device; the ratio is set, as Lms.rewrite without one
+    // plans at 0.95 too where 0.8 is refused
+    Lms auto = Lms.builder().budget(budget).weightOffload(false)
+        .memRatio(dev.lms4j.core.plan.Budget.DEFAULT_MEM_RATIO).build();
     assertThat(auto.budget().memRatio()).isLessThan(LmsBuilder.ORDERED_MEM_RATIO);
     assertThatThrownBy(() -> auto.rewrite(tg)).isInstanceOf(PlanningException.class);
+    assertThat(Lms.builder().budget(budget).weightOffload(false).build().rewrite(tg)
+        .rewritten()).isTrue();
     Probe.Outcome o = Probe.closeLoop(tg, auto, Probe.Options.of(budget,
         auto.budget().memRatio()));
     assertThat(o.trains()).as(o.message()).isTrue();
@@ -301,12 +305,13 @@ class ProbeTest {
         LmsBuilder.ORDERED_MEM_RATIO));
     assertThat(at.trains()).as(at.message()).isTrue();
     assertThat(at.result().rewritten()).isTrue();
-    // run again in another process, 2 MiB above the figure (the worker's limit is whole MiB):
-    // at the figure itself the graph handed back ran out of memory in 2 of 3 fresh-clone CIs on
+    // run again in another process, 10% above the figure (the worker's limit is whole MiB): at
+    // the figure itself the graph handed back ran out of memory in 2 of 3 fresh-clone CIs on
     // 2026-12-06 (47 MiB, 1 MiB in dropout5/GreaterEqual) after its probe had trained there,
-    // and trained in 2 of 2 runs of this test alone: the order of the dropout draws varies
-    // between processes (README, "What is not here yet")
-    long again = smallest + 2 * MIB;
+    // and trained in 2 of 2 runs of this test alone; 2 MiB above it (49) it ran out of memory in
+    // a later fresh-clone CI the same day, its probe having traced 44.9 MiB under 47: the same
+    // graph needs more in some processes than in others (README, "What is not here yet")
+    long again = ((smallest + smallest / 10) + MIB - 1) / MIB * MIB;
     RunResult on = BudgetedRunner.run(new TrainingGraph(at.graphDef(), tg.manifest()),
         BudgetedRunner.Options.of(again, STEPS));
     assertThat(on.fits()).as(on.toString()).isTrue();
