@@ -116,20 +116,26 @@ class CliTest {
   }
 
   /**
-   * The corpus U-Net (plain SGD: no slots) at 12 MiB: its 7.4 MiB of weights and largest op
-   * leave no plan, so analyze keeps its weights on the host and the report counts them;
-   * {@code --no-weight-offload} refuses the budget (exit 1, the smallest budget named).
+   * The corpus MLP with dropout (bench size, framework Momentum; no convolutions, so the same
+   * on every CPU) at 24 MiB: with its weights on the device no plan fits (the closest at ratio
+   * 0.95 needs about 29 MiB of the allocator replay), so analyze keeps its six weights (6.5 MiB)
+   * on the host, their slots with them, and the report counts them; {@code --no-weight-offload}
+   * refuses the budget (exit 1, the smallest budget named). Measured 2026-12-07: weights go to
+   * the host from 20 to 27 MiB, and 16 MiB is refused. (Until then the case was the U-Net at 12
+   * MiB, which where TensorFlow's own convolution kernels run, on an AVX2-only CPU, is refused:
+   * a filter gradient's col buffer alone is larger.)
    */
   @Test
   void analyzeKeepsTheWeightsOnTheHostWhereNothingElseFits() throws Exception {
     Path report = dir.resolve("w.json");
-    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "12MiB", "--report",
-        report.toString())).isEqualTo(0);
+    assertThat(run("analyze", "--model", "corpus:mlp-dropout", "--budget", "24MiB", "--report",
+        report.toString())).as(err).isEqualTo(0);
     JsonNode pre = new ObjectMapper().readTree(report.toFile()).get("pre_rewrites");
     assertThat(pre.get("offloaded_weights").asInt()).isPositive();
     assertThat(pre.get("offloaded_weight_bytes").asLong()).isGreaterThan(6L << 20);
-    assertThat(pre.get("offloaded_slots").asInt()).isZero();
-    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "12MiB",
+    // the slots go with the weights
+    assertThat(pre.get("offloaded_slots").asInt()).isPositive();
+    assertThat(run("analyze", "--model", "corpus:mlp-dropout", "--budget", "24MiB",
         "--no-weight-offload")).isEqualTo(1);
     assertThat(err).contains("smallest budget");
   }
@@ -398,8 +404,12 @@ class CliTest {
   /**
    * {@code --model corpus:FAMILY} builds a graph of the test corpus, as the benchmark does: the
    * U-Net at bench size is the graph the corpus bench measured (388 ops, 7.4 MiB of parameters,
-   * 27.9 MiB predicted without LMS), planned for 16 MiB; at the small size it trains in a
-   * budgeted worker. {@code models} lists the families.
+   * 27.9 MiB predicted without LMS where oneDNN runs the convolutions), planned for 16 MiB; at
+   * the small size it trains in a budgeted worker. {@code models} lists the families. Where
+   * TensorFlow's own convolution kernels run (an AVX2-only AMD EPYC, 2026-12-07), their col
+   * buffers raise the prediction to 57.4 MiB and the floor above 16 MiB, and plain TensorFlow
+   * needs more than 44 MiB for the small U-Net (it trains at 56): the budgets there are 48 and
+   * 56 MiB.
    */
   @Test
   void corpusGraphsAreModelsToo() throws Exception {
@@ -407,16 +417,17 @@ class CliTest {
     assertThat(out).contains("corpus:unet ").contains("corpus:encoder ")
         .contains("size=small|test|bench");
     Path report = dir.resolve("corpus.json");
-    assertThat(run("analyze", "--model", "corpus:unet", "--budget", "16MiB", "--report",
-        report.toString())).as(err).isEqualTo(0);
+    boolean oneDnn = dev.lms4j.core.graph.ScratchEstimates.host().oneDnn();
+    assertThat(run("analyze", "--model", "corpus:unet", "--budget", oneDnn ? "16MiB" : "48MiB",
+        "--report", report.toString())).as(err).isEqualTo(0);
     assertThat(out).contains("corpus:unet: 388 ops, 7.4 MiB of parameters, predicted peak "
-        + "27.9 MiB -> ");
+        + (oneDnn ? "27.9" : "57.4") + " MiB -> ");
     var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(report.toFile());
     assertThat(json.path("model").asText()).isEqualTo("corpus:unet");
     assertThat(json.path("predicted_peak_bytes").path("after").asLong())
         .isLessThan(json.path("predicted_peak_bytes").path("before").asLong());
     assertThat(run("run", "--model", "corpus:unet", "-o", "size=small", "-o", "seed=7",
-        "--budget", "4MiB", "--steps", "2")).as(err).isEqualTo(0);
+        "--budget", oneDnn ? "4MiB" : "56MiB", "--steps", "2")).as(err).isEqualTo(0);
     assertThat(out).contains("Trained 2 steps");
   }
 

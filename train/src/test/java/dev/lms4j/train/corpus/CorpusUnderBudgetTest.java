@@ -148,6 +148,7 @@ class CorpusUnderBudgetTest {
   @Test
   void whereAutosPlansDoNotFitTheReplayAnotherModesPlanThatNeedsLessIsTakenAndTrains()
       throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = Corpus.Family.DENSENET.build(Corpus.Size.BENCH, 42);
     long budget = 28 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, 2);
@@ -168,6 +169,7 @@ class CorpusUnderBudgetTest {
   @Test
   void whereNoPlanKeepsTheMarginThePlanAtRatio095ThatNeedsLessThanOffloadIsKeptAndTrains()
       throws Exception {
+    assumeOneDnn();
     TrainingGraph tg = Corpus.Family.DENSENET.build(Corpus.Size.BENCH, 42);
     long budget = 27 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, 2);
@@ -231,6 +233,47 @@ class CorpusUnderBudgetTest {
   }
 
   /**
+   * The bound on a plan kept at ratio 0.95 that the allocator check did not accept: within the
+   * check's 5% headroom above the budget (the lstm above, whose plan needs about 21 MiB at 21),
+   * and no further. The corpus MLP with dropout (bench size; no convolutions, so the same on every
+   * CPU) at 24 MiB, its weights on the device: with the optimizer's slots there too the resident
+   * tensors alone need 38 MiB; with them on the host no plan keeps ratio 0.8's margin, and at
+   * 0.95 the closest plan needs about 29 MiB of the allocator replay (measured 2026-12-07), more
+   * than 24 x 1.05, so it is not kept and the budget is refused. A ratio of 0.95 set by hand is
+   * taken as given: there the same closest plan is returned, with its warning. Planning only.
+   */
+  @Test
+  void aPlanAtRatio095ThatNeedsMoreThanTheHeadroomAboveTheBudgetIsNotKept() {
+    TrainingGraph tg = Corpus.Family.MLP_DROPOUT.build(Corpus.Size.BENCH, 42);
+    long budget = 24 * MIB;
+    ch.qos.logback.classic.Logger logger =
+        (ch.qos.logback.classic.Logger) org.slf4j.LoggerFactory.getLogger(Lms.class);
+    ch.qos.logback.core.read.ListAppender<ch.qos.logback.classic.spi.ILoggingEvent> log =
+        new ch.qos.logback.core.read.ListAppender<>();
+    log.start();
+    logger.addAppender(log);
+    try {
+      assertThatThrownBy(() -> Lms.builder().budget(budget).mode(LmsMode.AUTO)
+          .weightOffload(false).build().rewrite(tg)).isInstanceOf(PlanningException.class)
+          .hasMessageContaining("smallest budget");
+    } finally {
+      logger.detachAppender(log);
+    }
+    java.util.regex.Pattern need = java.util.regex.Pattern.compile(
+        "The closest plan at memory ratio 0\\.95 needs about (\\d+) MiB of the allocator, more "
+        + "than the budget and its 5% headroom: not kept");
+    List<Long> needs = log.list.stream().map(e -> need.matcher(e.getFormattedMessage()))
+        .filter(java.util.regex.Matcher::find).map(m -> Long.parseLong(m.group(1))).toList();
+    assertThat(needs).as("the plan at 0.95 the check did not keep").singleElement()
+        .satisfies(mib -> assertThat(mib << 20).isGreaterThan(budget + budget / 20));
+    LmsResult byHand = Lms.builder().budget(budget).mode(LmsMode.AUTO).memRatio(0.95)
+        .weightOffload(false).build().rewrite(tg);
+    assertThat(byHand.memoryPlan().needed()).isTrue();
+    assertThat(byHand.preRewrites().offloadedSlots()).isPositive();
+    assertThat(byHand.preRewrites().offloadedWeights()).isZero();
+  }
+
+  /**
    * The rewrites before planning change no loss: the GRU (framework RMSProp: sums and
    * optimizer edges) and the encoder (framework Adam), run unbudgeted in this JVM.
    */
@@ -289,9 +332,7 @@ class CorpusUnderBudgetTest {
    */
   @Test
   void aResourceVariableCnnTrainsAtHalfTensorFlowsNeedWithTheSameLosses() throws Exception {
-    org.junit.jupiter.api.Assumptions.assumeTrue(
-        dev.lms4j.core.graph.ScratchEstimates.host().oneDnn(),
-        "TensorFlow's own convolution kernels: their col buffers exceed this budget");
+    assumeOneDnn();
     TrainingGraph tg = Corpus.Family.RESNET_RESOURCE.build(Corpus.Size.BENCH, 42);
     long budget = 30 * MIB;
     double[] reference = BudgetedRuns.referenceLosses(tg, STEPS);
@@ -491,5 +532,17 @@ class CorpusUnderBudgetTest {
     RunResult off = BudgetedRunner.run(tg, BudgetedRunner.Options.of(budget, STEPS));
     assertThat(off.fits()).as(off.toString()).isFalse();
     assertThat(off.oom()).as(off.toString()).isTrue();
+  }
+
+  /**
+   * The budgeted convolutional cases were set where TensorFlow runs oneDNN's convolutions. Where
+   * its own kernels run, a filter gradient takes a col buffer that leaves no plan there (an AMD
+   * EPYC with AVX2 only, 2026-12-07: the DenseNet's resident tensors and largest op need 40 MiB,
+   * and 27 and 28 MiB were refused; the resnet's col buffers reach 31 MiB); named in
+   * .ci/allowed-skips.
+   */
+  private static void assumeOneDnn() {
+    Assumptions.assumeTrue(dev.lms4j.core.graph.ScratchEstimates.host().oneDnn(),
+        "TensorFlow's own convolution kernels: their col buffers exceed this budget");
   }
 }
