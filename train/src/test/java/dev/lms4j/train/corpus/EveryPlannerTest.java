@@ -17,8 +17,9 @@ import org.junit.jupiter.params.provider.EnumSource;
 import org.tensorflow.proto.GraphDef;
 
 /**
- * Every planner on every corpus family ({@link Corpus.Size#TEST}), at 60, 75, 90 and 100% of
- * the family's simulated peak (after the rewrites before planning): each graph lms4j writes
+ * Every planner on every corpus family ({@link Corpus.Size#TEST}), at 60, 90 and 100% of
+ * the family's simulated peak (75% too until 2026-12-07, dropped to keep CI under 30 minutes;
+ * the corpus bench plans every family at many more budgets): each graph lms4j writes
  * (chained, the default) imports and reaches the losses of the graph as given, bit for bit,
  * in-process and without a budget (the budgeted runs are {@link CorpusUnderBudgetTest}'s). The
  * plans are made with no kernel scratch ({@code BudgetedRuns.noScratch}), so they are the same on
@@ -61,7 +62,7 @@ class EveryPlannerTest {
     // a graph written before, byte for byte, is not run again: its losses are the same run's
     // (the RNNs' plans at every budget here are their running accumulations alone)
     java.util.Map<com.google.protobuf.ByteString, List<Double>> ran = new java.util.HashMap<>();
-    for (double f : new double[] {0.6, 0.75, 0.9, 1.0}) {
+    for (double f : new double[] {0.6, 0.9, 1.0}) {
       for (LmsMode mode : MODES) {
         dev.lms4j.tf.LmsBuilder b = Lms.builder().budget((long) (peak * f)).scratch(noScratch);
         b = mode == LmsMode.REMAT_XLA ? b.mode(LmsMode.REMAT).mode(mode) : b.mode(mode);
