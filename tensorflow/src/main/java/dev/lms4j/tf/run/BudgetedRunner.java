@@ -73,6 +73,7 @@ public final class BudgetedRunner {
       tg.write(pb, mf);
       List<StepRecord> steps = Collections.synchronizedList(new ArrayList<>());
       long[] peak = {-1};
+      long[] withScratch = {-1};
       String[] allocator = {"none"};
       String[] event = {null};
       Map<String, Long> scratch = new java.util.concurrent.ConcurrentHashMap<>();
@@ -91,6 +92,7 @@ public final class BudgetedRunner {
               }
               case "done" -> {
                 peak[0] = n.get("peak_bytes").asLong();
+                withScratch[0] = n.path("peak_with_scratch_bytes").asLong(-1);
                 n.path("scratch").fields().forEachRemaining(e ->
                     scratch.put(e.getKey(), e.getValue().asLong()));
                 allocator[0] = n.get("allocator").asText();
@@ -106,7 +108,7 @@ public final class BudgetedRunner {
         return new RunResult(true, false, steps, peak[0],
             "RunMetadata step stats (FULL_TRACE, step 2, or 1 when it is the only one): max "
                 + "allocator_bytes_in_use of "
-                + allocator[0], null, scratch);
+                + allocator[0], null, scratch, withScratch[0]);
       }
       if (w.oom() || "oom".equals(event[0])) {
         return new RunResult(false, true, steps, -1, "none", "OOM under a budget of "

@@ -16,12 +16,25 @@ import java.util.Map;
  * @param error       what went wrong, or null
  * @param scratchByOp each op's kernel scratch in the traced step, bytes by op name
  *                    ({@code dev.lms4j.tf.ScratchTrace}); empty when not measured
+ * @param peakWithScratchBytes the traced peak counting what each kernel held while it ran
+ *                    beyond its outputs ({@code ScratchTrace#peakBytesWithScratch}), at least
+ *                    {@code peakBytes}; -1 when not measured. Where TensorFlow's own convolution
+ *                    kernels run, their col buffers are freed before the step statistics read
+ *                    the bytes in use: measured 2026-12-07 on an AVX2-only AMD EPYC, the corpus
+ *                    U-Net at its small size has a {@code peakBytes} of 0.2 MiB and needs more
+ *                    than 44 MiB
  */
 public record RunResult(boolean fits, boolean oom, List<StepRecord> steps, long peakBytes,
-    String peakSource, String error, Map<String, Long> scratchByOp) {
+    String peakSource, String error, Map<String, Long> scratchByOp, long peakWithScratchBytes) {
   public RunResult {
     steps = List.copyOf(steps);
     scratchByOp = Map.copyOf(scratchByOp);
+  }
+
+  /** A result without the peak with scratch. */
+  public RunResult(boolean fits, boolean oom, List<StepRecord> steps, long peakBytes,
+      String peakSource, String error, Map<String, Long> scratchByOp) {
+    this(fits, oom, steps, peakBytes, peakSource, error, scratchByOp, -1);
   }
 
   /** A result without scratch figures. */

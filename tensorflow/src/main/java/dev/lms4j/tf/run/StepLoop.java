@@ -48,6 +48,17 @@ public final class StepLoop {
     public Map<String, Long> scratch() {
       return stats == null ? Map.of() : stats.scratchByOp();
     }
+
+    /**
+     * The traced peak counting what each kernel held while it ran beyond its outputs
+     * ({@link ScratchTrace#peakBytesWithScratch()}): TensorFlow's own convolution kernels take
+     * col buffers that are freed before the step statistics read the bytes in use, so
+     * {@link #peakBytes()} misses them; -1 when the step was not traced.
+     */
+    public long peakWithScratchBytes() {
+      return stats == null || peakBytes < 0 ? -1 : Math.max(peakBytes,
+          stats.peakBytesWithScratch());
+    }
   }
 
   /**

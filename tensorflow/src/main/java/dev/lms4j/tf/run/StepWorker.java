@@ -42,7 +42,8 @@ public final class StepWorker {
         out.println(PREFIX + n);
       });
       ObjectNode done = json.createObjectNode().put("event", "done")
-          .put("peak_bytes", t.peakBytes()).put("allocator", t.allocator());
+          .put("peak_bytes", t.peakBytes()).put("allocator", t.allocator())
+          .put("peak_with_scratch_bytes", t.peakWithScratchBytes());
       ObjectNode scratch = done.putObject("scratch");
       t.scratch().forEach(scratch::put);
       out.println(PREFIX + done);
