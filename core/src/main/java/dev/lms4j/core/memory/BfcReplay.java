@@ -54,9 +54,11 @@ import java.util.function.Consumer;
  * order, and moved none away from it.
  *
  * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
- * folding), a kernel's temporaries beside its outputs other than its scratch (oneDNN's batch
- * norm allocates one of y/8 bytes at 16 and 32 channels), and the executor's own order (the
- * caller passes the order to replay).
+ * folding; of the folding, only the first region it grows before a primer made first is),
+ * init's temporaries (an initial value computed on the device for a variable kept on the host),
+ * a kernel's temporaries beside its outputs other than its scratch (oneDNN's batch norm
+ * allocates one of y/8 bytes at 16 and 32 channels), and the executor's own order (the caller
+ * passes the order to replay).
  */
 public final class BfcReplay {
   /**
