@@ -271,13 +271,10 @@ public final class BfcReplay {
       // primer first and the dense kernel last; TensorFlow grew regions of 2, 16, 16 and 27 MiB,
       // the replay without this 16, 16 and 29, and the filter gradient's 21.5 MiB col buffer
       // found no room in the 27 (the replay said the layout needs 57 MiB; it needed 89)
-      bfc.op = FOLDING;
-      long folded = bfc.allocate(FOLDING_BYTES);
-      if (folded < 0) {
+      if (!allocatedAndFreed(bfc, FOLDING, FOLDING_BYTES)) {
         return bfc.failed(FOLDING, FOLDING_BYTES);
       }
-      bfc.free(folded);
-      if (!primer(bfc, layout.primerBytes)) {
+      if (!allocatedAndFreed(bfc, PRIMER, layout.primerBytes)) {
         return bfc.failed(PRIMER, layout.primerBytes);
       }
     }
@@ -297,7 +294,7 @@ public final class BfcReplay {
         }
       }
     }
-    if (!layout.primerFirst && !primer(bfc, layout.primerBytes)) {
+    if (!layout.primerFirst && !allocatedAndFreed(bfc, PRIMER, layout.primerBytes)) {
       return bfc.failed(PRIMER, layout.primerBytes);
     }
     bfc.room = layout.last.length > 0 ? bfc.regions : -1;
@@ -449,12 +446,15 @@ public final class BfcReplay {
     return scratch;
   }
 
-  /** Allocates and frees a primer of {@code bytes} (none for 0); false when it does not fit. */
-  private static boolean primer(Allocator bfc, long bytes) {
+  /**
+   * Allocates and frees {@code bytes} for {@code op} (a primer, or the constant folding's
+   * tensors; nothing for 0); false when it does not fit.
+   */
+  private static boolean allocatedAndFreed(Allocator bfc, String op, long bytes) {
     if (bytes <= 0) {
       return true;
     }
-    bfc.op = PRIMER;
+    bfc.op = op;
     long at = bfc.allocate(bytes);
     if (at < 0) {
       return false;
