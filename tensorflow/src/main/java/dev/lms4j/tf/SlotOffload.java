@@ -32,7 +32,9 @@ import org.tensorflow.proto.TensorShapeProto;
  *
  * <pre>
  *   host   = VariableV2(string, [])                     # the slot, serialized: outside the budget
- *   init:    S's initializers assign host = SerializeTensor(value) instead (names kept)
+ *   init:    S's initializers assign host = SerializeTensor(value) instead (names kept);
+ *            a uniform value (a Fill of a scalar, ZerosLike, OnesLike) is a string Const of its
+ *            few-byte serialized form, so init allocates nothing of S's size on the device
  *   parse  = ParseTensor(host)   ^ U's other inputs     # in: once U's gradient is there,
  *                                ^ the previous update's frees   # one update's slots at a time
  *   in     = Assign(S, parse, validate_shape=false)     # S takes parse's buffer (no copy)
@@ -219,6 +221,10 @@ public final class SlotOffload {
     }
     GraphDef.Builder b = GraphDef.newBuilder(gd).clearNode();
     List<NodeDef> added = new ArrayList<>();
+    Map<String, NodeDef> byName = new HashMap<>();
+    for (NodeDef n : gd.getNodeList()) {
+      byName.put(n.getName(), n);
+    }
     for (NodeDef n : gd.getNodeList()) {
       String name = n.getName();
       Slot own = byVar.get(name);
@@ -232,9 +238,23 @@ public final class SlotOffload {
           && byVar.containsKey(GraphImporter.opName(n.getInput(0)))) {
         // an initializer: the value goes to the host copy, serialized, under the same name
         Slot s = byVar.get(GraphImporter.opName(n.getInput(0)));
-        String ser = nameOf(s, "/init_serialize_" + name.replace('/', '_'));
-        added.add(node(ser, "SerializeTensor", hostDevice(n.getDevice()), n.getInput(1))
-            .putAttr("T", type(s.dtype())).build());
+        TensorProto uniform = uniformValue(s, n, byName);
+        String ser;
+        if (uniform != null) {
+          // a uniform value (zeros, ones) serialized here, a few bytes: init computes nothing
+          // on the device for it (no temporary of the slot's size before the step's buffers)
+          ser = nameOf(s, "/init_value_" + name.replace('/', '_'));
+          added.add(node(ser, "Const", hostDevice(n.getDevice()))
+              .putAttr("dtype", type(DataType.DT_STRING))
+              .putAttr("value", AttrValue.newBuilder().setTensor(TensorProto.newBuilder()
+                  .setDtype(DataType.DT_STRING)
+                  .setTensorShape(TensorShapeProto.getDefaultInstance())
+                  .addStringVal(uniform.toByteString())).build()).build());
+        } else {
+          ser = nameOf(s, "/init_serialize_" + name.replace('/', '_'));
+          added.add(node(ser, "SerializeTensor", hostDevice(n.getDevice()), n.getInput(1))
+              .putAttr("T", type(s.dtype())).build());
+        }
         NodeDef.Builder a = n.toBuilder().setDevice(hostDevice(n.getDevice()))
             .setInput(0, hostOf(s.var().getName())).setInput(1, ser)
             .putAttr("T", type(DataType.DT_STRING))
@@ -733,6 +753,132 @@ public final class SlotOffload {
       }
     }
     return true;
+  }
+
+  /** Ops that pass their input's value through unchanged (an initial value's wrappers). */
+  private static final Set<String> PASS = Set.of("Identity", "PlaceholderWithDefault");
+
+  /**
+   * The serialized form of slot {@code s}'s initial value {@code in}, assigned by {@code assign},
+   * when it is uniform: a {@code Fill} of a scalar {@code Const} (through {@link InitConstants}'
+   * no-fold wrapper; through a {@code Cast} to the slot's dtype for a zero, as the framework's
+   * optimizers build their slots: {@code Fill(Shape(weight), Cast(0))}), or a
+   * {@code ZerosLike}/{@code OnesLike}. The assignment validates the shape, so the value has the
+   * slot's. The proto holds the slot's dtype and shape and one value at most (none for zeros):
+   * TensorFlow's {@code ParseTensor} fills every element from it, the same bits the op computed.
+   * Null when the value is anything else, when the assignment does not validate the shape, or
+   * for a non-zero of a dtype other than float and double.
+   */
+  private static TensorProto uniformValue(Slot s, NodeDef assign, Map<String, NodeDef> byName) {
+    if (!assign.getAttrOrDefault("validate_shape", AttrValue.newBuilder().setB(true).build())
+        .getB()) {
+      return null;
+    }
+    NodeDef v = through(assign.getInput(1), byName);
+    if (v == null) {
+      return null;
+    }
+    TensorProto.Builder out = TensorProto.newBuilder().setDtype(s.dtype())
+        .setTensorShape(shapeOf(s));
+    switch (v.getOp()) {
+      case "ZerosLike":
+        return out.build();
+      case "OnesLike":
+        return withValue(out, s.dtype(), 1.0);
+      case "Fill": {
+        NodeDef dims = v.getInputCount() == 2 ? through(v.getInput(0), byName) : null;
+        NodeDef value = v.getInputCount() == 2 ? through(v.getInput(1), byName) : null;
+        if (dims == null || value == null || (dims.getOp().equals("Const")
+            && InitConstants.elements(dims) != s.bytes() / GraphImporter.dtypeSize(s.dtype()))) {
+          return null;
+        }
+        if (value.getOp().equals("Cast") && value.getInputCount() == 1
+            && value.getAttrOrDefault("DstT", AttrValue.getDefaultInstance()).getType()
+                == s.dtype()) {
+          NodeDef c = through(value.getInput(0), byName);
+          return c != null && c.getOp().equals("Const")
+              && zero(c.getAttrOrThrow("value").getTensor()) ? out.build() : null;
+        }
+        if (!value.getOp().equals("Const")) {
+          return null;
+        }
+        TensorProto t = value.getAttrOrThrow("value").getTensor();
+        if (t.getDtype() != s.dtype() || t.getTensorShape().getDimCount() != 0) {
+          return null;
+        }
+        Double d = scalarOf(t);
+        return d == null || d.isNaN() ? null : withValue(out, s.dtype(), d);
+      }
+      default:
+        return null;
+    }
+  }
+
+  /** True when every bit of {@code t}'s values is zero (a numeric zero of any dtype but -0). */
+  private static boolean zero(TensorProto t) {
+    for (byte x : t.getTensorContent().toByteArray()) {
+      if (x != 0) {
+        return false;
+      }
+    }
+    return t.getFloatValList().stream().allMatch(f -> Float.floatToRawIntBits(f) == 0)
+        && t.getDoubleValList().stream().allMatch(d -> Double.doubleToRawLongBits(d) == 0)
+        && t.getIntValList().stream().allMatch(i -> i == 0)
+        && t.getInt64ValList().stream().allMatch(i -> i == 0)
+        && t.getHalfValList().stream().allMatch(i -> i == 0)
+        && t.getBoolValList().stream().noneMatch(b -> b);
+  }
+
+  /** The node behind data input {@code in} (output 0), through {@link #PASS} ops; or null. */
+  private static NodeDef through(String in, Map<String, NodeDef> byName) {
+    for (int hops = 0; hops < 8; hops++) {
+      if (in.startsWith("^") || (in.contains(":") && !in.endsWith(":0"))) {
+        return null;
+      }
+      NodeDef n = byName.get(GraphImporter.opName(in));
+      if (n == null || !PASS.contains(n.getOp())) {
+        return n;
+      }
+      if (n.getInputCount() == 0) {
+        return null;
+      }
+      in = n.getInput(0);
+    }
+    return null;
+  }
+
+  /** A float or double scalar's value, or null (another dtype, unreadable). */
+  private static Double scalarOf(TensorProto t) {
+    if (!t.getTensorContent().isEmpty()) {
+      java.nio.ByteBuffer b = t.getTensorContent().asReadOnlyByteBuffer()
+          .order(java.nio.ByteOrder.LITTLE_ENDIAN);
+      return switch (t.getDtype()) {
+        case DT_FLOAT -> b.remaining() == 4 ? (double) b.getFloat() : null;
+        case DT_DOUBLE -> b.remaining() == 8 ? b.getDouble() : null;
+        default -> null;
+      };
+    }
+    return switch (t.getDtype()) {
+      case DT_FLOAT -> t.getFloatValCount() == 1 ? (double) t.getFloatVal(0) : null;
+      case DT_DOUBLE -> t.getDoubleValCount() == 1 ? t.getDoubleVal(0) : null;
+      default -> null;
+    };
+  }
+
+  /**
+   * {@code out} with every element {@code value}: no values for a zero (TensorFlow fills the
+   * default), else one, which it repeats; null for a non-zero of a dtype other than float and
+   * double.
+   */
+  private static TensorProto withValue(TensorProto.Builder out, DataType t, double value) {
+    if (value == 0 && Double.doubleToRawLongBits(value) == 0) {
+      return out.build();
+    }
+    return switch (t) {
+      case DT_FLOAT -> out.addFloatVal((float) value).build();
+      case DT_DOUBLE -> out.addDoubleVal(value).build();
+      default -> null;
+    };
   }
 
   private static NodeDef.Builder node(String name, String op, String device, String... inputs) {
