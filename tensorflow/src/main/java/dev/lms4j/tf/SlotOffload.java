@@ -755,12 +755,9 @@ public final class SlotOffload {
     return true;
   }
 
-  /** Ops that pass their input's value through unchanged (an initial value's wrappers). */
-  private static final Set<String> PASS = Set.of("Identity", "PlaceholderWithDefault");
-
   /**
-   * The serialized form of slot {@code s}'s initial value {@code in}, assigned by {@code assign},
-   * when it is uniform: a {@code Fill} of a scalar {@code Const} (through {@link InitConstants}'
+   * The serialized form of the initial value that {@code assign} gives slot {@code s}, when it is
+   * uniform: a {@code Fill} of a scalar {@code Const} (through {@link InitConstants}'
    * no-fold wrapper; through a {@code Cast} to the slot's dtype for a zero, as the framework's
    * optimizers build their slots: {@code Fill(Shape(weight), Cast(0))}), or a
    * {@code ZerosLike}/{@code OnesLike}. The assignment validates the shape, so the value has the
@@ -829,14 +826,20 @@ public final class SlotOffload {
         && t.getBoolValList().stream().noneMatch(b -> b);
   }
 
-  /** The node behind data input {@code in} (output 0), through {@link #PASS} ops; or null. */
+  /**
+   * The node behind data input {@code in} (output 0), through {@code Identity} ops and
+   * {@link InitConstants}' no-fold wrappers (an unfed {@code PlaceholderWithDefault}); or null.
+   */
   private static NodeDef through(String in, Map<String, NodeDef> byName) {
     for (int hops = 0; hops < 8; hops++) {
       if (in.startsWith("^") || (in.contains(":") && !in.endsWith(":0"))) {
         return null;
       }
       NodeDef n = byName.get(GraphImporter.opName(in));
-      if (n == null || !PASS.contains(n.getOp())) {
+      boolean pass = n != null && (n.getOp().equals("Identity")
+          || (n.getOp().equals("PlaceholderWithDefault")
+              && n.getName().endsWith(InitConstants.SUFFIX)));
+      if (!pass) {
         return n;
       }
       if (n.getInputCount() == 0) {

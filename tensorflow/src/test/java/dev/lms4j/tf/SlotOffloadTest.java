@@ -182,6 +182,22 @@ class SlotOffloadTest {
       assertThat(TfTests.losses(r.graphDef(), fill.manifest()))
           .containsExactlyElementsOf(TfTests.losses(gd, fill.manifest()));
     }
+    // a 16 MiB slot's Fill, kept from constant folding by InitConstants' wrapper, is read
+    // through it
+    TrainingGraph large = SlotNet.build(16, 4096, 1024);
+    InitConstants.Result kept = InitConstants.rewrite(large.graphDef(),
+        large.manifest().runOps());
+    assertThat(kept.fills()).hasSize(1);
+    SlotOffload.Result r = SlotOffload.rewrite(kept.graphDef(), large.manifest().runOps(),
+        SlotOffload.DEFAULT_MIN_BYTES);
+    NodeDef largeInit = r.graphDef().getNodeList().stream()
+        .filter(x -> x.getOp().equals("Assign")
+            && x.getInput(0).equals(SlotOffload.hostOf("w0_momentum")))
+        .findFirst().orElseThrow();
+    assertThat(uniformInit(TfTests.nodes(r.graphDef()), largeInit).getTensorShape().getDimList())
+        .extracting(d -> d.getSize()).containsExactly(4096L, 1024L);
+    assertThat(TfTests.losses(r.graphDef(), large.manifest()))
+        .containsExactlyElementsOf(TfTests.losses(large.graphDef(), large.manifest()));
     // the 0.25 start changes the losses: the check above compares the start it was given
     assertThat(TfTests.losses(quarter, fill.manifest()))
         .isNotEqualTo(TfTests.losses(fill.graphDef(), fill.manifest()));
