@@ -57,7 +57,7 @@ import org.tensorflow.proto.TensorShapeProto;
  */
 public final class SlotOffload {
   /** The name scope of the nodes the rewrite adds. */
-  public static final String SCOPE = OpTypes.LMS_PREFIX + "offload/";
+  public static final String SCOPE = OpTypes.OFFLOAD_PREFIX;
   /** The host copy of slot {@code S}: {@code SCOPE + S + HOST}. */
   public static final String HOST = "/host";
   /** A parse of the host copy outside the step, for checkpoints: {@code SCOPE + S + VALUE}. */

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.TensorId;
+import dev.lms4j.core.memory.BufferAliases;
 import dev.lms4j.core.memory.Liveness;
 import java.util.ArrayList;
 import java.util.HashSet;
@@ -315,6 +316,15 @@ class SlotOffloadTest {
     DataflowGraph after = model(r.graphDef(), tg.manifest());
     assertThat(GraphStats.of(before).parameterBytes() - GraphStats.of(after).parameterBytes())
         .isEqualTo(r.weightBytes());
+    // a read's Reshape shares its parse's buffer, as TensorFlow's Reshape forwards it (traced
+    // on the corpus U-Net: the parse allocates, the reshape nothing); a swap-in does not
+    for (NodeDef reader : readers) {
+      String read = GraphImporter.opName(reader.getInputList().stream()
+          .filter(i -> i.startsWith(p + "/read_")).findFirst().orElseThrow());
+      Op reshape = after.op(read).orElseThrow();
+      assertThat(BufferAliases.source(after, reshape, 0))
+          .isEqualTo(new TensorId(after.op(read + "/parse").orElseThrow().id(), 0));
+    }
   }
 
   /**

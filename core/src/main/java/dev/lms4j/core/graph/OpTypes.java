@@ -36,6 +36,9 @@ public final class OpTypes {
   /** Name prefix of every op lms4j inserts; a graph holding such ops was already rewritten. */
   public static final String LMS_PREFIX = "lms4j/";
 
+  /** Name prefix of the ops that keep optimizer slots and weights on the host (SlotOffload). */
+  public static final String OFFLOAD_PREFIX = LMS_PREFIX + "offload/";
+
   /** True for op types whose outputs are resident for a whole step (constants, feeds, variables). */
   public static boolean isResident(String type) {
     return CONSTANTS.contains(type) || FEEDS.contains(type) || VARIABLES.contains(type);

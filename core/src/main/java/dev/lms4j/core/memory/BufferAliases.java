@@ -35,8 +35,10 @@ import java.util.Set;
  *       its output made the allocator model run out of memory.</li>
  * </ul>
  *
- * Never an alias: ops lms4j inserted, an op on another device than the input's producer (a copy
- * between devices), and an output whose size differs from the input's.
+ * Never an alias: ops lms4j inserted (but the offload's {@code Reshape}s, which give a weight's
+ * parse of its host copy a static shape and forward it as any Reshape does), an op on another device than
+ * the input's producer (a copy between devices), and an output whose size differs from the
+ * input's.
  */
 public final class BufferAliases {
   private BufferAliases() {}
@@ -132,7 +134,13 @@ public final class BufferAliases {
    * output has a buffer of its own.
    */
   public static TensorId source(DataflowGraph g, Op op, int output) {
-    if (op.name().startsWith(OpTypes.LMS_PREFIX) || op.inputs().isEmpty()) {
+    // lms4j's own ops are no aliases (swap-ins copy), but for the Reshapes of the offload: they
+    // give a weight's parse of its host copy a static shape, and TensorFlow's Reshape forwards
+    // the buffer (traced on the corpus U-Net with weights on the host: the parse allocates, the
+    // reshape nothing)
+    boolean offloadReshape = op.type().equals("Reshape")
+        && op.name().startsWith(OpTypes.OFFLOAD_PREFIX);
+    if (op.name().startsWith(OpTypes.LMS_PREFIX) && !offloadReshape || op.inputs().isEmpty()) {
       return null;
     }
     int input;
