@@ -254,7 +254,7 @@ public final class Fidelity {
         long realPlan = smallest(c.label() + " auto", rw, Math.max(pNew, budget), out);
         plan.put("min_budget_mib", realPlan);
         say(out, "%s auto at %.0f MiB (%s): predicted old %.1f / new %.1f / measured-scratch "
-            + "%.1f MiB; smallest budget %d MiB", c.label(), mib(budget), lr.planner(),
+            + "%.1f MiB; smallest budget %d MiB", c.label(), mib(budget), plannerName(lr),
             mib(pOld), mib(pNew), mib(pMeasured), realPlan);
       }
     }
@@ -379,6 +379,14 @@ public final class Fidelity {
   }
 
   /**
+   * The planner that made {@code lr}'s plan, or "rewrites before planning" where they alone fit
+   * (no plan was needed: the RNNs' running accumulations of gradient sums).
+   */
+  static String plannerName(LmsResult lr) {
+    return lr.planner() != null ? lr.planner() : "rewrites before planning";
+  }
+
+  /**
    * The plan's predicted peaks under the three models: its own model of the rewritten graph
    * (the planner's graph with the plan applied, levelled schedule) with scratch estimated (what
    * the planner predicted), without scratch, and with the trace's.
@@ -388,7 +396,7 @@ public final class Fidelity {
     StepOrder steps = stepOrder(lr, m);
     java.util.function.ToLongFunction<DataflowGraph> peak = lr.memoryPlan() == null
         ? Fidelity::levelledPeak : x -> lr.memoryPlan().simulatePeak(x);
-    plan.put("planner", lr.planner()).put("planner_predicted_bytes", lr.predictedPeakAfter())
+    plan.put("planner", plannerName(lr)).put("planner_predicted_bytes", lr.predictedPeakAfter())
         .put("predicted_old_bytes", peak.applyAsLong(g.withoutScratch()))
         .put("predicted_new_bytes", peak.applyAsLong(g))
         .put("predicted_measured_scratch_bytes",
@@ -472,8 +480,8 @@ public final class Fidelity {
       LmsResult lr = Lms.builder().budget(plan.path("budget_bytes").asLong())
           .mode(LmsMode.AUTO).build().rewrite(tg);
       predictPlan(plan, lr, tg.manifest(), trace);
-      if (!lr.planner().equals(planner)) {
-        plan.put("note", "planned again as " + lr.planner() + ", measured as " + planner);
+      if (!plannerName(lr).equals(planner)) {
+        plan.put("note", "planned again as " + plannerName(lr) + ", measured as " + planner);
       }
       say(out, "%s auto: old %.1f / new %.1f / measured-scratch %.1f MiB, real %d MiB",
           c.label(), mib(plan.path("predicted_old_bytes").asLong()),
