@@ -36,9 +36,9 @@ import java.util.Set;
  * </ul>
  *
  * Never an alias: ops lms4j inserted (but the offload's {@code Reshape}s, which give a weight's
- * parse of its host copy a static shape and forward it as any Reshape does), an op on another device than
- * the input's producer (a copy between devices), and an output whose size differs from the
- * input's.
+ * parse of its host copy a static shape and forward it as any Reshape does), an op on another
+ * device than the input's producer (a copy between devices), and an output whose size differs
+ * from the input's.
  */
 public final class BufferAliases {
   private BufferAliases() {}
