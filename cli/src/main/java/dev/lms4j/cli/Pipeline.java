@@ -180,7 +180,6 @@ final class Pipeline {
     }
   }
 
-  /** Fills the measured section from a run. */
   /**
    * ", X with kernel scratch" where the kernels' transient allocations raise the traced peak by
    * a tenth of a MiB or more (TensorFlow's own convolution kernels' col buffers, which the
@@ -191,6 +190,7 @@ final class Pipeline {
         ? ", " + Sizes.mib(r.peakWithScratchBytes()) + " with kernel scratch" : "";
   }
 
+  /** Fills the measured section from a run. */
   static void fill(Report report, RunResult r) {
     int n = r.steps().size();
     int[] no = new int[n];
@@ -205,8 +205,7 @@ final class Pipeline {
     report.measured(r.fits(), r.peakBytes(), r.peakSource(), r.medianMs(), no, loss, ms);
     if (r.peakWithScratchBytes() >= 0) {
       // the traced peak counting what each kernel held while it ran (RunResult)
-      ((ObjectNode) report.json().get("measured"))
-          .put("peak_with_scratch_bytes", r.peakWithScratchBytes());
+      report.json().with("measured").put("peak_with_scratch_bytes", r.peakWithScratchBytes());
     }
     if (!r.fits()) {
       report.error(r.error());

@@ -68,14 +68,10 @@ class SlotOffloadTest {
     // the slot keeps its name, with no shape: between steps it holds an empty tensor
     assertThat(n.get("dense0_kernel-m").getAttrOrThrow("shape").getShape().getUnknownRank())
         .isTrue();
-    // an initializer now fills the host copy, under its own name
-    NodeDef init = r.graphDef().getNodeList().stream()
-        .filter(x -> x.getOp().equals("Assign") && x.getInputCount() > 0
-            && x.getInput(0).equals(SlotOffload.hostOf("dense0_kernel-m")))
-        .filter(x -> !x.getName().startsWith(SlotOffload.SCOPE)).findFirst().orElseThrow();
-    // the framework's zero fill (Fill(Shape(weight), Cast(0))) is serialized in the graph: a
-    // string Const of a few bytes, nothing computed in init
-    TensorProto zeros = uniformInit(n, init);
+    // an initializer now fills the host copy, under its own name; the framework's zero fill
+    // (Fill(Shape(weight), Cast(0))) is serialized in the graph: a string Const of a few bytes,
+    // nothing computed in init
+    TensorProto zeros = uniformInit(hostInitValue(r.graphDef(), "dense0_kernel-m"));
     assertThat(zeros.getDtype()).isEqualTo(DataType.DT_FLOAT);
     assertThat(zeros.getTensorShape().getDimList()).extracting(d -> d.getSize())
         .containsExactly(256L, 256L);
@@ -170,12 +166,7 @@ class SlotOffloadTest {
       SlotOffload.Result r = SlotOffload.rewrite(gd, fill.manifest().runOps(),
           SlotOffload.DEFAULT_MIN_BYTES);
       assertThat(r.slots()).contains("w0_momentum");
-      Map<String, NodeDef> n = TfTests.nodes(r.graphDef());
-      NodeDef init = r.graphDef().getNodeList().stream()
-          .filter(x -> x.getOp().equals("Assign")
-              && x.getInput(0).equals(SlotOffload.hostOf("w0_momentum")))
-          .findFirst().orElseThrow();
-      TensorProto value = uniformInit(n, init);
+      TensorProto value = uniformInit(hostInitValue(r.graphDef(), "w0_momentum"));
       assertThat(value.getTensorShape().getDimList()).extracting(d -> d.getSize())
           .containsExactly(256L, 512L);
       assertThat(value.getFloatValList()).containsExactlyElementsOf(
@@ -191,11 +182,8 @@ class SlotOffloadTest {
     assertThat(kept.fills()).hasSize(1);
     SlotOffload.Result r = SlotOffload.rewrite(kept.graphDef(), large.manifest().runOps(),
         SlotOffload.DEFAULT_MIN_BYTES);
-    NodeDef largeInit = r.graphDef().getNodeList().stream()
-        .filter(x -> x.getOp().equals("Assign")
-            && x.getInput(0).equals(SlotOffload.hostOf("w0_momentum")))
-        .findFirst().orElseThrow();
-    assertThat(uniformInit(TfTests.nodes(r.graphDef()), largeInit).getTensorShape().getDimList())
+    assertThat(uniformInit(hostInitValue(r.graphDef(), "w0_momentum")).getTensorShape()
+        .getDimList())
         .extracting(d -> d.getSize()).containsExactly(4096L, 1024L);
     assertThat(TfTests.losses(r.graphDef(), large.manifest()))
         .containsExactlyElementsOf(TfTests.losses(large.graphDef(), large.manifest()));
@@ -205,17 +193,23 @@ class SlotOffloadTest {
     TrainingGraph tiny = TinyNet.build(64, 256, 4);
     SlotOffload.Result w = SlotOffload.rewrite(tiny.graphDef(), tiny.manifest().runOps(),
         SlotOffload.DEFAULT_MIN_BYTES, true);
-    NodeDef wInit = w.graphDef().getNodeList().stream()
-        .filter(x -> x.getOp().equals("Assign")
-            && x.getInput(0).equals(SlotOffload.hostOf("w2")))
-        .findFirst().orElseThrow();
-    assertThat(TfTests.nodes(w.graphDef()).get(GraphImporter.opName(wInit.getInput(1))).getOp())
-        .isEqualTo("SerializeTensor");
+    assertThat(hostInitValue(w.graphDef(), "w2").getOp()).isEqualTo("SerializeTensor");
   }
 
-  /** The initial value a host copy's initializer assigns, parsed from its string Const. */
-  private static TensorProto uniformInit(Map<String, NodeDef> n, NodeDef init) {
-    NodeDef c = n.get(GraphImporter.opName(init.getInput(1)));
+  /**
+   * The node whose value the initializer of slot {@code slot}'s host copy assigns (the
+   * initializer keeps its name; the offload's own write-back, under its scope, is not it).
+   */
+  private static NodeDef hostInitValue(GraphDef gd, String slot) {
+    NodeDef init = gd.getNodeList().stream()
+        .filter(x -> x.getOp().equals("Assign") && x.getInputCount() > 1
+            && x.getInput(0).equals(SlotOffload.hostOf(slot)))
+        .filter(x -> !x.getName().startsWith(SlotOffload.SCOPE)).findFirst().orElseThrow();
+    return TfTests.nodes(gd).get(GraphImporter.opName(init.getInput(1)));
+  }
+
+  /** The initial value in a host copy initializer's string Const {@code c}, parsed. */
+  private static TensorProto uniformInit(NodeDef c) {
     assertThat(c.getOp()).isEqualTo("Const");
     assertThat(c.getSerializedSize()).isLessThan(400);
     try {
