@@ -179,8 +179,8 @@ class AddNRewriterTest {
    *
    * <pre>
    *                      levelled   list     (best)
-   * AddN                 775,220    611,380
-   * chains               775,220    578,612  (-5% on the list schedule, -25% on levelled)
+   * AddN                 775,224    611,380
+   * chains               775,224    578,616  (-5% on the list schedule, -25% on levelled)
    * </pre>
    *
    * (The AddN writes its sum into one of its inputs, the only reader of that branch's buffer,
@@ -196,16 +196,16 @@ class AddNRewriterTest {
   void chainsAndAScheduleLowerThePeak() {
     DataflowGraph before = model(net.graphDef());
     Schedulers.Choice b = Schedulers.best(before);
-    assertThat(b.peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_220);
+    assertThat(b.peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_224);
     assertThat(b.peakBytes()).isEqualTo(611_380);
 
     GraphDef chained = AddNRewriter.rewrite(net.graphDef(), AddNChains.plan(before,
         Levels.of(before).schedule()));
     DataflowGraph after = model(chained);
     ScheduleRewriter.Result r = ScheduleRewriter.schedule(chained, after);
-    assertThat(r.choice().peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_220);
+    assertThat(r.choice().peaks().get(Schedulers.Kind.LEVELS)).isEqualTo(775_224);
     assertThat(r.kind()).isEqualTo(Schedulers.Kind.LIST);
-    assertThat(r.peakBytes()).isEqualTo(578_612);
+    assertThat(r.peakBytes()).isEqualTo(578_616);
     assertThat(r.edges()).isNotEmpty();
 
     Map<String, NodeDef> executed = nodes(SwapRewriterTest.executedGraph(r.graphDef(),

@@ -40,11 +40,13 @@ public final class DataflowGraph {
       new java.util.concurrent.ConcurrentHashMap<>();
   private final boolean inPlaceReuse;
   private final boolean hostFeeds;
+  private final java.util.Set<TensorId> fetched;
 
   DataflowGraph(List<Op> ops, Map<String, Integer> byName, boolean inPlaceReuse,
-      boolean hostFeeds) {
+      boolean hostFeeds, java.util.Set<TensorId> fetched) {
     this.inPlaceReuse = inPlaceReuse;
     this.hostFeeds = hostFeeds;
+    this.fetched = java.util.Set.copyOf(fetched);
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
@@ -269,7 +271,7 @@ public final class DataflowGraph {
    * nothing is resolved by name. Cycles and duplicate names are rejected.
    */
   public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
-    return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds);
+    return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds, fetched);
   }
 
   /**
@@ -281,6 +283,18 @@ public final class DataflowGraph {
    */
   public boolean hostFeeds() {
     return hostFeeds;
+  }
+
+  /**
+   * The tensors a step fetches (the loss, metrics): the session holds each until the step ends,
+   * so its buffer stays allocated after its last reader, and no reader takes it over in place
+   * (its reference count never falls to one). Traced on the corpus mlp-mixed
+   * ({@code LMS4J_BFC_LOG}): the 4-byte {@code loss} kept its chunk through the whole step, and
+   * the loss scaling's {@code Mul} of it allocated its own. Kept by every edit of the graph;
+   * {@link DataflowGraphBuilder#fetch} sets them.
+   */
+  public java.util.Set<TensorId> fetched() {
+    return fetched;
   }
 
   /**
@@ -374,6 +388,9 @@ public final class DataflowGraph {
   public DataflowGraphBuilder toBuilder() {
     DataflowGraphBuilder b = new DataflowGraphBuilder().inPlaceReuse(inPlaceReuse)
         .hostFeeds(hostFeeds);
+    for (TensorId t : fetched) {
+      b.fetch(tensorName(t));
+    }
     for (Op op : ops) {
       List<String> ins = new ArrayList<>();
       for (TensorId t : op.inputs()) {

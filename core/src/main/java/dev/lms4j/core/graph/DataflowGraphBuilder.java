@@ -26,6 +26,7 @@ public final class DataflowGraphBuilder {
 
   private boolean inPlaceReuse;
   private boolean hostFeeds;
+  private final java.util.Set<String> fetched = new java.util.LinkedHashSet<>();
 
   DataflowGraphBuilder() {}
 
@@ -44,6 +45,16 @@ public final class DataflowGraphBuilder {
    */
   public DataflowGraphBuilder hostFeeds(boolean on) {
     this.hostFeeds = on;
+    return this;
+  }
+
+  /**
+   * Marks a tensor a step fetches ({@code "op"} for its output 0, or {@code "op:i"}): the
+   * session holds it until the step ends ({@link DataflowGraph#fetched()}). The op must be added
+   * by the time the graph is built.
+   */
+  public DataflowGraphBuilder fetch(String tensor) {
+    fetched.add(tensor);
     return this;
   }
 
@@ -150,7 +161,19 @@ public final class DataflowGraphBuilder {
           ctl.stream().distinct().toList(), p.outputs(),
           scratch.getOrDefault(p.name(), Op.SCRATCH_UNKNOWN)));
     }
-    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds);
+    java.util.Set<TensorId> fetches = new java.util.LinkedHashSet<>();
+    for (String f : fetched) {
+      int colon = f.lastIndexOf(':');
+      String opName = colon < 0 ? f : f.substring(0, colon);
+      int idx = colon < 0 ? 0 : Integer.parseInt(f.substring(colon + 1));
+      int id = resolve(ids, opName, "the fetch " + f);
+      if (idx >= pending.get(opName).outputs().size()) {
+        throw new IllegalArgumentException("the fetch " + f + " names a missing output of "
+            + opName);
+      }
+      fetches.add(new TensorId(id, idx));
+    }
+    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches);
   }
 
   private static int resolve(Map<String, Integer> ids, String name, String user) {

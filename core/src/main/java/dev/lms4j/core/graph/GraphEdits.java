@@ -11,7 +11,8 @@ final class GraphEdits {
 
   /** {@link DataflowGraph#withEdits}, on a graph's ops and name index. */
   static DataflowGraph apply(List<Op> ops, Map<String, Integer> byName, Map<Integer, Op> replaced,
-      List<Op> added, boolean inPlaceReuse, boolean hostFeeds) {
+      List<Op> added, boolean inPlaceReuse, boolean hostFeeds,
+      java.util.Set<TensorId> fetched) {
     List<Op> all = new ArrayList<>(ops.size() + added.size());
     for (Op op : ops) {
       Op r = replaced.get(op.id());
@@ -40,7 +41,7 @@ final class GraphEdits {
         }
       }
     }
-    return new DataflowGraph(all, names, inPlaceReuse, hostFeeds);
+    return new DataflowGraph(all, names, inPlaceReuse, hostFeeds, fetched);
   }
 
   /** {@link DataflowGraph#withScratch}. */

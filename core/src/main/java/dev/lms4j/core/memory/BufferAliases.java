@@ -252,6 +252,13 @@ public final class BufferAliases {
         }
       }
     }
+    // the session's hold on a fetched tensor: its only reader does not take its buffer over
+    for (TensorId t : g.fetched()) {
+      int x = first[t.op()] + t.output();
+      if (reads[owner[x]] >= 0) {
+        reads[owner[x]]++;
+      }
+    }
     InPlaceReuse.Step step = new InPlaceReuse.Step(in, first, cand, shapeOnly, bytes, dtype);
     if (InPlaceReuse.apply(step, g.topologicalOrder(), owner, reads) == 0) {
       return fwd;

@@ -75,6 +75,13 @@ final class BufferRefs {
         }
       }
     }
+    // a fetched tensor is held by the session until the step ends: a reference never released
+    for (TensorId t : g.fetched()) {
+      TensorId o = owner[t.op()][t.output()];
+      if (refs[o.op()][o.output()] >= 0) {
+        refs[o.op()][o.output()]++;
+      }
+    }
   }
 
   /** Fresh counts for one simulated step of {@code g}, without in-place reuse. */
