@@ -253,7 +253,7 @@ final class AllocatorCheck {
     for (int t = 1; t <= tries; t++) {
       DataflowGraph r = current.applyTo(model);
       // every order TensorFlow may run the step in must fit
-      List<int[]> orders = steps.orders(r);
+      List<int[]> orders = steps.forPlan(current).orders(r);
       if (orders.stream().allMatch(o -> accepts(r, o, whole, accept, layouts))) {
         if (t > 1) {
           LOG.info("[LMS][0] Allocator replay: plan {} ({}, memory ratio {}) fits the {} MiB "

@@ -680,8 +680,11 @@ public final class Lms {
       }
     }
     // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
+    // (each plan's in the graph it is committed to: its ops change what the chain leaves out)
+    GraphDef planFor = gd;
     StepOrder steps = ordered && allocatorCheck && budget.isSet() && mode.plans()
-        ? StepOrder.serial(gd, feedShapes, runOps) : StepOrder.levelled();
+        ? StepOrder.serial(gd, feedShapes, runOps, p -> commit(planFor, p, trainOp))
+        : StepOrder.levelled();
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
       // where none of this mode's plans fits the replay, the modes a probe would try next
@@ -709,13 +712,13 @@ public final class Lms {
       scheduled = null;
       plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), givenPeak);
     }
-    GraphDef out = plan.needed() ? PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
-        plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism()) : gd;
+    GraphDef out = plan.needed() ? commit(gd, plan, trainOp) : gd;
     LmsResult.InitLayout initLayout = null;
     if (layouts) {
       Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;
       OrderedInit o = orderInit(out, plan.needed() ? plan.applyTo(model) : model, initOp,
-          stepOps, asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps) : steps);
+          stepOps, asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps)
+              : steps.forPlan(plan));
       if (o != null) {
         out = o.graphDef();
         initLayout = o.layout();
@@ -741,7 +744,8 @@ public final class Lms {
     String replayLog = System.getenv(REPLAY_LOG_ENV);
     if (replayLog != null && budget.isSet()) {
       writeReplay(Path.of(replayLog), plan.needed() ? plan.applyTo(model) : model,
-          asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps) : steps, initLayout);
+          asGiven && ordered ? StepOrder.serial(gd, feedShapes, runOps) : steps.forPlan(plan),
+          initLayout);
     }
     if (dumpDot != null) {
       DotDump.write(dumpDot, given, out, plan);
@@ -782,6 +786,12 @@ public final class Lms {
     LOG.info("[LMS][0] The allocator model's {} requests for init and two steps under {} MiB "
         + "({}) written to {}", granted, Budget.mib(budget.bytes()), res.fits() ? "fits"
         : "refuses " + res.failedBytes() + " bytes for " + res.failedOp(), file);
+  }
+
+  /** The graph {@code plan} makes of {@code gd}, with this instance's swap tier and mechanism. */
+  private GraphDef commit(GraphDef gd, MemoryPlan plan, String trainOp) {
+    return PlanCommit.apply(gd, plan, params.tier(), swapDir, trainOp,
+        plan.swaps().isEmpty() ? SwapRewriter.Mechanism.STANDARD : mechanism());
   }
 
   /** {@code gd} with its init ordered, and the order. */

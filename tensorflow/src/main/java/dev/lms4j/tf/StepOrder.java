@@ -3,6 +3,7 @@ package dev.lms4j.tf;
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.ExecutorOrder;
 import dev.lms4j.core.graph.Levels;
+import dev.lms4j.core.plan.MemoryPlan;
 import java.util.Map;
 import java.util.Set;
 import org.tensorflow.proto.GraphDef;
@@ -28,15 +29,19 @@ public final class StepOrder {
   /** The identities the model pruner removes where no control edge holds them. */
   private static final Set<String> IDENTITIES = Set.of("Identity", "IdentityN", "Snapshot",
       "StopGradient", "PreventGradient");
-  private static final StepOrder LEVELLED = new StepOrder(Set.of(), Set.of(), Set.of());
+  private static final StepOrder LEVELLED = new StepOrder(Set.of(), Set.of(), Set.of(), null);
   private final Set<String> unchained;
   private final Set<String> atOnce;
   private final Set<String> pinned;
+  /** The order of the graph a plan is committed to (null: this order for every plan). */
+  private final java.util.function.Function<MemoryPlan, StepOrder> perPlan;
 
-  private StepOrder(Set<String> unchained, Set<String> atOnce, Set<String> pinned) {
+  private StepOrder(Set<String> unchained, Set<String> atOnce, Set<String> pinned,
+      java.util.function.Function<MemoryPlan, StepOrder> perPlan) {
     this.unchained = unchained;
     this.atOnce = atOnce;
     this.pinned = pinned;
+    this.perPlan = perPlan;
   }
 
   /**
@@ -46,7 +51,7 @@ public final class StepOrder {
   static StepOrder of(GraphDef gd, Set<String> unchained) {
     Set<String> pinned = new java.util.HashSet<>(UnchainedOps.merges(gd).values());
     pinned.retainAll(unchained);
-    return new StepOrder(unchained, UnchainedOps.atOnce(gd, unchained), pinned);
+    return new StepOrder(unchained, UnchainedOps.atOnce(gd, unchained), pinned, null);
   }
 
   /** The levelled schedule ({@link Levels#schedule()}): a graph run without the serial order. */
@@ -69,6 +74,40 @@ public final class StepOrder {
       return LEVELLED;
     }
     return of(gd, SerialOrder.unchained(gd, feedShapes, runOps));
+  }
+
+  /**
+   * As {@link #serial(GraphDef, Map, Set)} for {@code gd}, and for each plan made for it the
+   * order of the graph {@code commit} makes of the two ({@link #forPlan}). A plan's ops change
+   * what the chain leaves out: a swap-out or a recomputation that reads a contraction gives it a
+   * second reader, so grappler no longer fuses it with its bias add, and the chain takes both
+   * in. Measured on the corpus mlp-mixed (auto's plan for 111 MiB, swapping two float16
+   * products out): replayed with the graph's own order, the plan needed 102 MiB of the
+   * allocator model, with its committed graph's 110, which is what it really needs.
+   *
+   * @param commit the graph a plan makes of {@code gd} (as {@code PlanCommit} writes it)
+   */
+  public static StepOrder serial(GraphDef gd, Map<String, long[]> feedShapes, Set<String> runOps,
+      java.util.function.Function<MemoryPlan, GraphDef> commit) {
+    StepOrder base = serial(gd, feedShapes, runOps);
+    if (base == LEVELLED) {
+      return base;
+    }
+    Map<MemoryPlan, StepOrder> seen = java.util.Collections.synchronizedMap(
+        new java.util.IdentityHashMap<>());
+    return new StepOrder(base.unchained, base.atOnce, base.pinned, plan -> !plan.needed() ? base
+        : seen.computeIfAbsent(plan, p -> serial(commit.apply(p), feedShapes, runOps)));
+  }
+
+  /**
+   * The order of the graph {@code plan} is committed to: for an order made with a commit
+   * ({@link #serial(GraphDef, Map, Set, java.util.function.Function)}), that graph's serial
+   * order; else this order.
+   *
+   * @param plan a plan for the graph this order was made for (null: the graph itself)
+   */
+  public StepOrder forPlan(MemoryPlan plan) {
+    return perPlan == null || plan == null ? this : perPlan.apply(plan);
   }
 
   /** The ops left out of the chain (empty for the levelled schedule). */
