@@ -208,6 +208,11 @@ class InPlaceReuseTest {
         .isEqualTo(8 * KB + 8 * KB + KB);
     assertThat(MemorySimulator.simulate(held, Levels.of(held).schedule()).peakBytes())
         .isEqualTo(8 * KB + 16 * KB + KB);
+    // the planners' fast simulator agrees (the planner's prediction is the plotted peak)
+    assertThat(new PlanSimulator(held).peak(SwapPlan.empty(SwapParams.defaults())))
+        .isEqualTo(8 * KB + 16 * KB + KB);
+    assertThat(new PlanSimulator(free).peak(SwapPlan.empty(SwapParams.defaults())))
+        .isEqualTo(8 * KB + 8 * KB + KB);
     // the allocator replay frees h's chunk only when the step is done: after the 1 KB sum has
     // been granted, in both of the replay's steps
     for (DataflowGraph g : List.of(free, held)) {

@@ -259,6 +259,13 @@ public final class PlanSimulator {
         }
       }
     }
+    // a fetched tensor is held until the step ends (DataflowGraph#fetched)
+    for (TensorId f : g.fetched()) {
+      int o = owner[tOff[f.op()] + f.output()];
+      if (refs[o] >= 0) {
+        refs[o]++;
+      }
+    }
     if (g.inPlaceReuse()) {
       // the only reader of a buffer takes it over in place, decided after swaps rewired reads
       int[] firstOut = new int[total];
