@@ -145,13 +145,6 @@ public final class GraphImporter {
         }
         b.op(n.getName(), modelType(n.getOp()), afterUpdates.contains(n.getName())
             ? OpCategory.OPTIMIZER : category(n, prefix), n.getDevice(), inputs, outs);
-        for (String r : runOps) {
-          // what a step fetches (the loss by tensor or op name; a target op's outputs, if it
-          // has any, counted too: a NoOp has none, an update's ref output is the variable)
-          if (opName(r).equals(n.getName()) && (r.contains(":") || !outs.isEmpty())) {
-            b.fetch(r);
-          }
-        }
         if (n.getOp().equals("Einsum") && n.containsAttr("equation") && op.numInputs() == 2) {
           // the transposed copies the kernel makes beside its output (EinsumTemps)
           long temps = EinsumTemps.bytes(n.getAttrOrThrow("equation").getS().toStringUtf8(),
@@ -160,6 +153,13 @@ public final class GraphImporter {
           if (temps > 0) {
             b.scratch(n.getName(), temps);
           }
+        }
+      }
+      for (String r : runOps) {
+        // what a step fetches (the loss by tensor or op name; a target op's outputs, if it has
+        // any, counted too: a NoOp has none, an update's ref output is the variable)
+        if (b.has(opName(r)) && (r.contains(":") || g.operation(opName(r)).numOutputs() > 0)) {
+          b.fetch(r);
         }
       }
       // oneDNN merges a bias gradient into a filter gradient: the merged op makes it once all of

@@ -680,11 +680,14 @@ public final class Lms {
       }
     }
     // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
-    // (each plan's in the graph it is committed to: its ops change what the chain leaves out)
+    // (each plan's in the graph it is committed to: its ops change what the chain leaves out;
+    // the plan kept is committed once, for the check and for the graph handed back)
     GraphDef planFor = gd;
+    Map<MemoryPlan, GraphDef> commits = new java.util.IdentityHashMap<>();
+    Function<MemoryPlan, GraphDef> committed = p -> commits.computeIfAbsent(p,
+        q -> commit(planFor, q, trainOp));
     StepOrder steps = ordered && allocatorCheck && budget.isSet() && mode.plans()
-        ? StepOrder.serial(gd, feedShapes, runOps, p -> commit(planFor, p, trainOp))
-        : StepOrder.levelled();
+        ? StepOrder.serial(gd, feedShapes, runOps, committed) : StepOrder.levelled();
     if (!asGiven && allocatorCheck && budget.isSet() && mode.plans() && budgetShapesPlan()) {
       DataflowGraph planned = model;
       // where none of this mode's plans fits the replay, the modes a probe would try next
@@ -712,7 +715,9 @@ public final class Lms {
       scheduled = null;
       plan = MemoryPlan.unchanged(mode.cliName(), model, context(gd, model), givenPeak);
     }
-    GraphDef out = plan.needed() ? commit(gd, plan, trainOp) : gd;
+    // a plan that rewrites anything was made for planFor (the graph as given replaces gd only
+    // together with an unchanged plan)
+    GraphDef out = plan.needed() ? committed.apply(plan) : gd;
     LmsResult.InitLayout initLayout = null;
     if (layouts) {
       Set<String> stepOps = runOps.isEmpty() && trainOp != null ? Set.of(trainOp) : runOps;

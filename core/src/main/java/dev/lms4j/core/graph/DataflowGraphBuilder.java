@@ -145,16 +145,7 @@ public final class DataflowGraphBuilder {
         if (in.startsWith("^")) {
           ctl.add(resolve(ids, in.substring(1), p.name()));
         } else {
-          int colon = in.lastIndexOf(':');
-          String opName = colon < 0 ? in : in.substring(0, colon);
-          int idx = colon < 0 ? 0 : Integer.parseInt(in.substring(colon + 1));
-          int src = resolve(ids, opName, p.name());
-          int outs = pending.get(opName).outputs().size();
-          if (idx >= outs) {
-            throw new IllegalArgumentException(p.name() + " reads output " + idx + " of "
-                + opName + ", which has " + outs + " outputs");
-          }
-          data.add(new TensorId(src, idx));
+          data.add(tensor(ids, in, p.name()));
         }
       }
       ops.add(new Op(ids.get(p.name()), p.name(), p.type(), p.category(), p.device(), data,
@@ -163,17 +154,26 @@ public final class DataflowGraphBuilder {
     }
     java.util.Set<TensorId> fetches = new java.util.LinkedHashSet<>();
     for (String f : fetched) {
-      int colon = f.lastIndexOf(':');
-      String opName = colon < 0 ? f : f.substring(0, colon);
-      int idx = colon < 0 ? 0 : Integer.parseInt(f.substring(colon + 1));
-      int id = resolve(ids, opName, "the fetch " + f);
-      if (idx >= pending.get(opName).outputs().size()) {
-        throw new IllegalArgumentException("the fetch " + f + " names a missing output of "
-            + opName);
-      }
-      fetches.add(new TensorId(id, idx));
+      fetches.add(tensor(ids, f, "the fetch " + f));
     }
     return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches);
+  }
+
+  /**
+   * The tensor {@code ref} names ({@code "op"} for output 0, or {@code "op:i"}); {@code user}
+   * (who reads it) names it in an error.
+   */
+  private TensorId tensor(Map<String, Integer> ids, String ref, String user) {
+    int colon = ref.lastIndexOf(':');
+    String opName = colon < 0 ? ref : ref.substring(0, colon);
+    int idx = colon < 0 ? 0 : Integer.parseInt(ref.substring(colon + 1));
+    int src = resolve(ids, opName, user);
+    int outs = pending.get(opName).outputs().size();
+    if (idx >= outs) {
+      throw new IllegalArgumentException(user + " reads output " + idx + " of " + opName
+          + ", which has " + outs + " outputs");
+    }
+    return new TensorId(src, idx);
   }
 
   private static int resolve(Map<String, Integer> ids, String name, String user) {
