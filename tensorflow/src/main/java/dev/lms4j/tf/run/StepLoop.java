@@ -20,7 +20,7 @@ import org.tensorflow.types.TFloat64;
 
 /**
  * Runs training steps of a GraphDef in this process: init op, then {@code steps} steps that feed
- * synthetic data, fetch the loss and run the train op. Step 2 (step 1 when there is only one)
+ * synthetic data, fetch the loss and the metrics and run the train op. Step 2 (step 1 when there is only one)
  * is traced ({@code FULL_TRACE}) to read the allocator's bytes in use after each op: the first
  * step also pays one-time costs (kernel and primitive creation) that would distort op times.
  */
@@ -81,7 +81,11 @@ public final class StepLoop {
           Session.Runner r = s.runner();
           List<Tensor> feeds = SyntheticFeeds.feed(r, m, seed, step);
           try {
-            r.fetch(m.loss()).addTarget(m.trainOp());
+            // the metrics too, as the Trainer fetches them: a probe measures the step training
+            // runs, and the memory model holds every tensor the manifest's run ops fetch
+            r.fetch(m.loss());
+            m.metrics().values().forEach(r::fetch);
+            r.addTarget(m.trainOp());
             boolean traced = step == Math.min(2, steps);
             if (traced) {
               r.setOptions(RunOptions.newBuilder()
