@@ -131,6 +131,9 @@ public final class GraphImporter {
           Tensor host = outs.get(0);
           outs.set(0, new Tensor(host.dtype(), host.shape(), 0, false));
         }
+        if (n.getOp().equals("BroadcastGradientArgs") && op.numInputs() == 2) {
+          broadcastArgs(op, batchSize, outs);
+        }
         List<String> inputs = n.getInputList();
         if (n.containsAttr(SlotOffload.SHAPE_ATTR)) {
           // an offloaded slot's parse: TensorFlow infers no shape for it
@@ -324,17 +327,8 @@ public final class GraphImporter {
     int base = ref ? dt.getNumber() - 100 : dt.getNumber();
     DataType baseType = DataType.forNumber(base);
     String dtype = dtypeName(baseType);
-    long[] shape = out.shape().isUnknown() ? new long[0] : out.shape().asArray();
-    if (shape == null) {
-      shape = new long[0];
-    }
     boolean unknownRank = out.shape().isUnknown();
-    long[] dims = shape.clone();
-    for (int d = 0; d < dims.length; d++) {
-      if (dims[d] < 0) {
-        dims[d] = d == 0 || Arrays.stream(dims, 0, d).allMatch(x -> x >= 0) ? batchSize : 1;
-      }
-    }
+    long[] dims = dims(out, batchSize);
     long elems = 1;
     for (long d : dims) {
       elems *= d;
@@ -343,6 +337,54 @@ public final class GraphImporter {
     boolean persistent = ref || OpTypes.VARIABLES.contains(op.type())
         || baseType == DataType.DT_RESOURCE;
     return new Tensor(dtype, dims, bytes, persistent);
+  }
+
+  /**
+   * The model's dimensions of {@code out}: its static shape with the first unknown dimension the
+   * batch size and later ones 1 (no dimensions where the rank is unknown).
+   */
+  private static long[] dims(Output<?> out, int batchSize) {
+    long[] shape = out.shape().isUnknown() ? null : out.shape().asArray();
+    long[] dims = shape == null ? new long[0] : shape.clone();
+    for (int d = 0; d < dims.length; d++) {
+      if (dims[d] < 0) {
+        dims[d] = d == 0 || Arrays.stream(dims, 0, d).allMatch(x -> x >= 0) ? batchSize : 1;
+      }
+    }
+    return dims;
+  }
+
+  /**
+   * Sizes {@code BroadcastGradientArgs}' two outputs in {@code outs} ({@link BroadcastArgs}):
+   * where both operands' shapes are read by {@code Shape} ops of tensors the model sizes, the
+   * axes the kernel will give; otherwise at most the longer shape vector's length. TensorFlow
+   * infers {@code [?]} for them, which the batch-size rule would size as a batch of elements.
+   */
+  private static void broadcastArgs(GraphOperation op, int batchSize, List<Tensor> outs) {
+    long[][] shapes = new long[2][];
+    long bound = 0;
+    for (int k = 0; k < 2; k++) {
+      Output<?> in = op.input(k);
+      long[] vec = in.shape().isUnknown() ? null : in.shape().asArray();
+      boolean known = vec != null && vec.length == 1 && vec[0] >= 0;
+      bound = known && bound >= 0 ? Math.max(bound, vec[0]) : -1;
+      GraphOperation from = (GraphOperation) in.op();
+      if (from.type().equals("Shape") && from.numInputs() == 1
+          && !from.input(0).shape().isUnknown()) {
+        shapes[k] = dims(from.input(0), batchSize);
+      }
+    }
+    long[] n = shapes[0] != null && shapes[1] != null
+        ? BroadcastArgs.lengths(shapes[0], shapes[1]) : null;
+    if (n == null && bound < 0) {
+      return; // the rule for unknown dimensions stands
+    }
+    for (int k = 0; k < 2; k++) {
+      Tensor t = outs.get(k);
+      long len = n != null ? n[k] : bound;
+      long size = t.shape().length == 1 && t.shape()[0] > 0 ? t.bytes() / t.shape()[0] : 4;
+      outs.set(k, new Tensor(t.dtype(), new long[] {len}, len * size, false));
+    }
   }
 
   /** A transient tensor of a fully known shape. */
