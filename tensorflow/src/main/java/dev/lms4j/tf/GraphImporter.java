@@ -12,6 +12,8 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.tensorflow.Graph;
 import org.tensorflow.GraphOperation;
 import org.tensorflow.Output;
@@ -36,6 +38,7 @@ import org.tensorflow.proto.TensorShapeProto;
  * update of the variable may run while the read is still alive (copy-on-write).
  */
 public final class GraphImporter {
+  private static final Logger LOG = LoggerFactory.getLogger(GraphImporter.class);
   /** Default name scope of gradient ops ({@code Graph.addGradients} and Python's tf.gradients). */
   public static final String DEFAULT_BACKWARD_SCOPE = "gradients";
 
@@ -114,6 +117,7 @@ public final class GraphImporter {
       if (batchSize < 0) {
         batchSize = inferBatch(g, shaped);
       }
+      b.dynamicShapeReads(dynamicShapeReads(shaped, keep));
       ResourceVariables resources = ResourceVariables.of(shaped, keep);
       java.util.Set<String> afterUpdates = afterUpdates(shaped, keep, prefix);
       for (NodeDef n : shaped.getNodeList()) {
@@ -337,6 +341,49 @@ public final class GraphImporter {
     boolean persistent = ref || OpTypes.VARIABLES.contains(op.type())
         || baseType == DataType.DT_RESOURCE;
     return new Tensor(dtype, dims, bytes, persistent);
+  }
+
+  /**
+   * The shape reads of {@code gd} (among {@code keep}; null: all) whose input's shape grappler
+   * cannot infer before the step ({@link DataflowGraph#dynamicShapeReads()}): grappler's shape
+   * inference takes a fed tensor's shape as unknown ({@code GraphProperties} without valid
+   * feeds), so the reads are found on a copy of the graph whose feeds have no shape, inferred by
+   * TensorFlow's own shape functions. A {@code Rank} needs only the rank. Null (not known) where
+   * that copy does not import.
+   */
+  static java.util.Set<String> dynamicShapeReads(GraphDef gd, java.util.Set<String> keep) {
+    GraphDef.Builder view = gd.toBuilder();
+    for (int i = 0; i < view.getNodeCount(); i++) {
+      NodeDef n = view.getNode(i);
+      if (OpTypes.FEEDS.contains(n.getOp())) {
+        view.setNode(i, n.toBuilder().putAttr("shape", AttrValue.newBuilder()
+            .setShape(TensorShapeProto.newBuilder().setUnknownRank(true)).build()));
+      }
+    }
+    java.util.Set<String> dynamic = new java.util.HashSet<>();
+    try (Graph g = new Graph()) {
+      g.importGraphDef(view.build());
+      for (NodeDef n : gd.getNodeList()) {
+        if (!OpTypes.SHAPE_ONLY.contains(n.getOp()) || n.getOp().equals("BroadcastGradientArgs")
+            || keep != null && !keep.contains(n.getName())) {
+          continue;
+        }
+        GraphOperation op = g.operation(n.getName());
+        for (int i = 0; i < op.numInputs(); i++) {
+          org.tensorflow.ndarray.Shape s = op.input(i).shape();
+          boolean known = n.getOp().equals("Rank") ? !s.isUnknown()
+              : !s.isUnknown() && !s.hasUnknownDimension();
+          if (!known) {
+            dynamic.add(n.getName());
+          }
+        }
+      }
+    } catch (RuntimeException e) {
+      LOG.debug("No shapes without the feeds' ({}): every shape a feed leads to counts as "
+          + "unknown to grappler", e.getMessage());
+      return null;
+    }
+    return dynamic;
   }
 
   /**

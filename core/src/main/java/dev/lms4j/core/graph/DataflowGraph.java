@@ -41,12 +41,17 @@ public final class DataflowGraph {
   private final boolean inPlaceReuse;
   private final boolean hostFeeds;
   private final java.util.Set<TensorId> fetched;
+  /** {@link #dynamicShapeReads()}; null where not known. */
+  private final java.util.Set<String> dynamicShapeReads;
 
   DataflowGraph(List<Op> ops, Map<String, Integer> byName, boolean inPlaceReuse,
-      boolean hostFeeds, java.util.Set<TensorId> fetched) {
+      boolean hostFeeds, java.util.Set<TensorId> fetched,
+      java.util.Set<String> dynamicShapeReads) {
     this.inPlaceReuse = inPlaceReuse;
     this.hostFeeds = hostFeeds;
     this.fetched = java.util.Set.copyOf(fetched);
+    this.dynamicShapeReads = dynamicShapeReads == null ? null
+        : java.util.Set.copyOf(dynamicShapeReads);
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
@@ -271,7 +276,8 @@ public final class DataflowGraph {
    * nothing is resolved by name. Cycles and duplicate names are rejected.
    */
   public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
-    return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds, fetched);
+    return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds, fetched,
+        dynamicShapeReads);
   }
 
   /**
@@ -295,6 +301,46 @@ public final class DataflowGraph {
    */
   public java.util.Set<TensorId> fetched() {
     return fetched;
+  }
+
+  /**
+   * The shape reads ({@code Shape}, {@code ShapeN}, {@code Size}, {@code Rank},
+   * {@code ZerosLike}, {@code OnesLike}, by op name) whose input's shape grappler cannot infer
+   * before the step, so its constant folding leaves them to run in it; null where the graph does
+   * not say (a graph not imported from TensorFlow). Grappler takes a fed tensor's shape as
+   * unknown and infers on from there: a shape a {@code Reshape} to a constant shape fixes is
+   * known again, one that carries the fed batch dimension is not. Measured with TensorFlow's
+   * allocator log: in the corpus encoder (activations reshaped to [batch * length, width]) the
+   * layer norms' gradient divisors were folded; in the einsum encoder ([batch, length, width]
+   * from the fed ids) they ran in the step. Kept by every edit of the graph.
+   */
+  public java.util.Set<String> dynamicShapeReads() {
+    return dynamicShapeReads;
+  }
+
+  /**
+   * By op id: true for an op whose value depends, through data edges, on a shape grappler cannot
+   * infer before the step ({@link #dynamicShapeReads()}), or where the graph does not say, on a
+   * feed (the shape reads of what a feed leads to counted as such). Such an op is not a constant
+   * to grappler even where {@link #constantFoldable()} says it is computed from shapes alone.
+   */
+  public boolean[] shapeDynamic() {
+    boolean[] dyn = new boolean[ops.size()];
+    for (int v : topoOrder) {
+      Op op = ops.get(v);
+      if (dynamicShapeReads == null ? OpTypes.FEEDS.contains(op.type())
+          : dynamicShapeReads.contains(op.name())) {
+        dyn[v] = true;
+        continue;
+      }
+      for (TensorId in : op.inputs()) {
+        if (dyn[in.op()]) {
+          dyn[v] = true;
+          break;
+        }
+      }
+    }
+    return dyn;
   }
 
   /**
@@ -387,7 +433,7 @@ public final class DataflowGraph {
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
   public DataflowGraphBuilder toBuilder() {
     DataflowGraphBuilder b = new DataflowGraphBuilder().inPlaceReuse(inPlaceReuse)
-        .hostFeeds(hostFeeds);
+        .hostFeeds(hostFeeds).dynamicShapeReads(dynamicShapeReads);
     for (TensorId t : fetched) {
       b.fetch(tensorName(t));
     }

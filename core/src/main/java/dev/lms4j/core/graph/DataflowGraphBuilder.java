@@ -27,6 +27,7 @@ public final class DataflowGraphBuilder {
   private boolean inPlaceReuse;
   private boolean hostFeeds;
   private final java.util.Set<String> fetched = new java.util.LinkedHashSet<>();
+  private java.util.Set<String> dynamicShapeReads;
 
   DataflowGraphBuilder() {}
 
@@ -55,6 +56,15 @@ public final class DataflowGraphBuilder {
    */
   public DataflowGraphBuilder fetch(String tensor) {
     fetched.add(tensor);
+    return this;
+  }
+
+  /**
+   * The shape reads grappler leaves to the step ({@link DataflowGraph#dynamicShapeReads()}), by
+   * op name; null (the default): not known.
+   */
+  public DataflowGraphBuilder dynamicShapeReads(java.util.Set<String> opNames) {
+    this.dynamicShapeReads = opNames == null ? null : new java.util.HashSet<>(opNames);
     return this;
   }
 
@@ -156,7 +166,7 @@ public final class DataflowGraphBuilder {
     for (String f : fetched) {
       fetches.add(tensor(ids, f, "the fetch " + f));
     }
-    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches);
+    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches, dynamicShapeReads);
   }
 
   /**

@@ -201,6 +201,15 @@ public final class Reassociation {
       this.g = g;
       this.preserve = preserve;
       this.constant = g.constantFoldable();
+      if (g.dynamicShapeReads() != null) {
+        // a divisor computed from a shape grappler cannot infer is no constant to it: the
+        // division stays one (traced: the einsum encoder's layer-norm gradients divided in the
+        // backward pass, where the encoder's, whose shapes a reshape fixes, were hoisted)
+        boolean[] dynamic = g.shapeDynamic();
+        for (int v = 0; v < constant.length; v++) {
+          constant[v] &= !dynamic[v];
+        }
+      }
       this.drivesControl = new boolean[g.size()];
       for (Op op : g.ops()) {
         for (int p : op.controlInputs()) {

@@ -480,7 +480,13 @@ public final class BfcReplay {
 
   private static boolean[] computeHeldAtRun(DataflowGraph g) {
     boolean[] folded = g.constantFoldable();
-    boolean[] fed = fedDependent(g);
+    // a shape grappler cannot infer (a fed tensor's, where nothing fixes it again; where the
+    // graph does not say, every shape a feed leads to) is read in the step, as is what is
+    // computed from it (DataflowGraph#shapeDynamic). Measured with TensorFlow's executor log
+    // (TF_CPP_VMODULE=executor=1) on the corpus MobileNet: gradients/Shape_54, the shape of the
+    // stem's Relu6, ran as a Shape in every step and allocated its 16 bytes where it ran, while
+    // gradients/Shape_55, a weight's shape, ran as a Const
+    boolean[] fed = g.shapeDynamic();
     boolean[] held = new boolean[g.size()];
     for (Op op : g.ops()) {
       int v = op.id();
@@ -495,34 +501,6 @@ public final class BfcReplay {
       held[v] = small;
     }
     return held;
-  }
-
-  /**
-   * The ops whose inputs lead back to a feed through data edges. Grappler's constant folding
-   * (at its default level) does not take a fed tensor's shape as known, so what is computed from
-   * such a shape (a {@code Shape} of an activation, the gradient's {@code Prod}, {@code Cast},
-   * {@code DynamicStitch} of it) runs in the step and allocates its result there. Measured with
-   * TensorFlow's executor log ({@code TF_CPP_VMODULE=executor=1}) on the corpus MobileNet:
-   * {@code gradients/Shape_54}, the shape of the stem's {@code Relu6}, ran as a {@code Shape}
-   * in every step and allocated its 16 bytes where it ran, while {@code gradients/Shape_55}, a
-   * weight's shape, ran as a {@code Const}; 28 of the step's {@code Shape} ops ran as such.
-   */
-  static boolean[] fedDependent(DataflowGraph g) {
-    boolean[] fed = new boolean[g.size()];
-    for (int v : g.topologicalOrder()) {
-      Op op = g.op(v);
-      if (OpTypes.FEEDS.contains(op.type())) {
-        fed[v] = true;
-        continue;
-      }
-      for (TensorId in : op.inputs()) {
-        if (fed[in.op()]) {
-          fed[v] = true;
-          break;
-        }
-      }
-    }
-    return fed;
   }
 
   /** Allocates every output of a resident op; the size of the one that does not fit, or 0. */

@@ -42,18 +42,43 @@ class FoldedConstantsTest {
 
   /**
    * The same graph with x fed: grappler's constant folding does not take a fed tensor's shape
-   * as known, so the shape read runs in the step ({@link BfcReplay#fedDependent}), its chunk
+   * as known, so the shape read runs in the step ({@link DataflowGraph#shapeDynamic}), its chunk
    * sits between a's and the rest of the region, and c does not fit under 3 MiB.
    */
   @Test
   void aShapeReadOfAFedTensorRunsInTheStep() {
     DataflowGraph g = shapeRead("Placeholder", Tensor.ofBytes(1 * MIB));
-    assertThat(BfcReplay.fedDependent(g)).containsExactly(true, true, true, true, true, true);
+    assertThat(g.shapeDynamic()).containsExactly(true, true, true, true, true, true);
     assertThat(BfcReplay.heldAtRun(g)).containsOnly(false);
     int[] order = Levels.of(g).schedule();
     BfcReplay.Result r = BfcReplay.replay(g, order, 3 * MIB, BfcReplay.Layout.GRAPH_ORDER, 1);
     assertThat(r.fits()).isFalse();
     assertThat(r.failedOp()).isEqualTo("c");
+  }
+
+  /**
+   * Where the graph says which shape reads grappler leaves to the step (the importer's
+   * {@link DataflowGraph#dynamicShapeReads()}), a read it does not name is a constant though its
+   * tensor comes from a feed (a shape a reshape to a constant shape fixed), and one it names runs
+   * in the step with what is computed from it.
+   */
+  @Test
+  void theShapeReadsTheGraphNamesRunInTheStepAndNoOthers() {
+    DataflowGraph known = shapeRead("Placeholder", Tensor.ofBytes(1 * MIB)).toBuilder()
+        .dynamicShapeReads(java.util.Set.of()).build();
+    assertThat(known.shapeDynamic()).containsOnly(false);
+    assertThat(BfcReplay.heldAtRun(known)).containsExactly(false, false, true, false, false,
+        false);
+    int[] order = Levels.of(known).schedule();
+    assertThat(BfcReplay.replay(known, order, 3 * MIB, BfcReplay.Layout.GRAPH_ORDER, 1).fits())
+        .isTrue();
+
+    DataflowGraph dynamic = shapeRead("Placeholder", Tensor.ofBytes(1 * MIB)).toBuilder()
+        .dynamicShapeReads(java.util.Set.of("s")).build();
+    assertThat(dynamic.shapeDynamic()).containsExactly(false, false, true, false, false, true);
+    assertThat(BfcReplay.heldAtRun(dynamic)).containsOnly(false);
+    // kept by an edit of the graph
+    assertThat(dynamic.withoutScratch().dynamicShapeReads()).containsExactly("s");
   }
 
   private static DataflowGraph shapeRead(String xType, Tensor x) {
