@@ -54,6 +54,27 @@ class ReassociationTest {
     return b.build();
   }
 
+  /**
+   * Where grappler's shape inference does not know the operands' shapes (the graph's
+   * {@link dev.lms4j.core.graph.GrapplerShapes}: a softmax after a gather of fed ids, as in the
+   * einsum encoder), its stage leaves the products as written; knowing them, it regroups.
+   */
+  @Test
+  void productsWhoseShapesGrapplerDoesNotKnowStayAsWritten() {
+    DataflowGraph unknown = attention(false, null).toBuilder().grapplerShapes(
+        new dev.lms4j.core.graph.GrapplerShapes(Set.of(),
+            Set.of("Softmax:0", "gradients/g:0", "gradients/m:0", "gradients/root:0")))
+        .build();
+    assertThat(unknown.shapeKnownToGrappler(new TensorId(unknown.opOrThrow("Softmax").id(), 0)))
+        .isFalse();
+    assertThat(Reassociation.predict(unknown, Set.of("loss", "gradients/out")).groups())
+        .isEmpty();
+    DataflowGraph known = attention(false, null).toBuilder().grapplerShapes(
+        new dev.lms4j.core.graph.GrapplerShapes(Set.of(), Set.of())).build();
+    assertThat(Reassociation.predict(known, Set.of("loss", "gradients/out")).groups())
+        .hasSize(1);
+  }
+
   private static List<String> inputs(DataflowGraph g, String op) {
     return g.opOrThrow(op).inputs().stream().map(t -> g.op(t.op()).name()).toList();
   }

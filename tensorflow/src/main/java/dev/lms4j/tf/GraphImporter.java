@@ -2,6 +2,7 @@ package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
 import dev.lms4j.core.graph.DataflowGraphBuilder;
+import dev.lms4j.core.graph.GrapplerShapes;
 import dev.lms4j.core.graph.OpCategory;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Reassociation;
@@ -117,7 +118,7 @@ public final class GraphImporter {
       if (batchSize < 0) {
         batchSize = inferBatch(g, shaped);
       }
-      b.dynamicShapeReads(dynamicShapeReads(shaped, keep));
+      b.grapplerShapes(grapplerShapes(shaped, keep));
       ResourceVariables resources = ResourceVariables.of(shaped, keep);
       java.util.Set<String> afterUpdates = afterUpdates(shaped, keep, prefix);
       for (NodeDef n : shaped.getNodeList()) {
@@ -344,14 +345,14 @@ public final class GraphImporter {
   }
 
   /**
-   * The shape reads of {@code gd} (among {@code keep}; null: all) whose input's shape grappler
-   * cannot infer before the step ({@link DataflowGraph#dynamicShapeReads()}): grappler's shape
-   * inference takes a fed tensor's shape as unknown ({@code GraphProperties} without valid
-   * feeds), so the reads are found on a copy of the graph whose feeds have no shape, inferred by
-   * TensorFlow's own shape functions. A {@code Rank} needs only the rank. Null (not known) where
-   * that copy does not import.
+   * What grappler's shape inference knows of {@code gd}'s ops (among {@code keep}; null: all),
+   * {@link GrapplerShapes}: it takes a fed tensor's shape as unknown ({@code GraphProperties}
+   * without valid feeds), so the shapes are inferred again, by TensorFlow's own shape functions,
+   * on a copy of the graph whose feeds have no shape. The shape reads whose input that leaves
+   * unsized (a {@code Rank} needs only the rank), and the tensors whose shape it leaves unknown.
+   * Null (not known) where that copy does not import.
    */
-  static java.util.Set<String> dynamicShapeReads(GraphDef gd, java.util.Set<String> keep) {
+  static GrapplerShapes grapplerShapes(GraphDef gd, java.util.Set<String> keep) {
     GraphDef.Builder view = gd.toBuilder();
     for (int i = 0; i < view.getNodeCount(); i++) {
       NodeDef n = view.getNode(i);
@@ -361,14 +362,24 @@ public final class GraphImporter {
       }
     }
     java.util.Set<String> dynamic = new java.util.HashSet<>();
+    java.util.Set<String> unknownShape = new java.util.HashSet<>();
     try (Graph g = new Graph()) {
       g.importGraphDef(view.build());
       for (NodeDef n : gd.getNodeList()) {
-        if (!OpTypes.SHAPE_ONLY.contains(n.getOp()) || n.getOp().equals("BroadcastGradientArgs")
-            || keep != null && !keep.contains(n.getName())) {
+        if (keep != null && !keep.contains(n.getName())) {
           continue;
         }
         GraphOperation op = g.operation(n.getName());
+        for (int i = 0; i < op.numOutputs(); i++) {
+          org.tensorflow.ndarray.Shape s = op.output(i).shape();
+          if (s.isUnknown() || s.hasUnknownDimension()) {
+            unknownShape.add(n.getName() + ":" + i);
+          }
+        }
+        if (!OpTypes.SHAPE_ONLY.contains(n.getOp())
+            || n.getOp().equals("BroadcastGradientArgs")) {
+          continue;
+        }
         for (int i = 0; i < op.numInputs(); i++) {
           org.tensorflow.ndarray.Shape s = op.input(i).shape();
           boolean known = n.getOp().equals("Rank") ? !s.isUnknown()
@@ -383,7 +394,7 @@ public final class GraphImporter {
           + "unknown to grappler", e.getMessage());
       return null;
     }
-    return dynamic;
+    return new GrapplerShapes(dynamic, unknownShape);
   }
 
   /**

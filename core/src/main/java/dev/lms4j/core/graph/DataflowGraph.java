@@ -41,17 +41,15 @@ public final class DataflowGraph {
   private final boolean inPlaceReuse;
   private final boolean hostFeeds;
   private final java.util.Set<TensorId> fetched;
-  /** {@link #dynamicShapeReads()}; null where not known. */
-  private final java.util.Set<String> dynamicShapeReads;
+  /** What grappler's shape inference knows; null where not known. */
+  private final GrapplerShapes grapplerShapes;
 
   DataflowGraph(List<Op> ops, Map<String, Integer> byName, boolean inPlaceReuse,
-      boolean hostFeeds, java.util.Set<TensorId> fetched,
-      java.util.Set<String> dynamicShapeReads) {
+      boolean hostFeeds, java.util.Set<TensorId> fetched, GrapplerShapes grapplerShapes) {
     this.inPlaceReuse = inPlaceReuse;
     this.hostFeeds = hostFeeds;
     this.fetched = java.util.Set.copyOf(fetched);
-    this.dynamicShapeReads = dynamicShapeReads == null ? null
-        : java.util.Set.copyOf(dynamicShapeReads);
+    this.grapplerShapes = grapplerShapes;
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
@@ -277,7 +275,7 @@ public final class DataflowGraph {
    */
   public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
     return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds, fetched,
-        dynamicShapeReads);
+        grapplerShapes);
   }
 
   /**
@@ -318,7 +316,20 @@ public final class DataflowGraph {
    * here were folded). Kept by every edit of the graph.
    */
   public java.util.Set<String> dynamicShapeReads() {
-    return dynamicShapeReads;
+    return grapplerShapes == null ? null : grapplerShapes.dynamicShapeReads();
+  }
+
+  /** What grappler's shape inference knows of this graph's tensors; null where not known. */
+  public GrapplerShapes grapplerShapes() {
+    return grapplerShapes;
+  }
+
+  /**
+   * False where grappler's shape inference does not fully know {@code t}'s shape
+   * ({@link GrapplerShapes#unknownShape()}); true where it does or the graph does not say.
+   */
+  public boolean shapeKnownToGrappler(TensorId t) {
+    return grapplerShapes == null || !grapplerShapes.unknownShape().contains(tensorName(t));
   }
 
   /**
@@ -331,8 +342,8 @@ public final class DataflowGraph {
     boolean[] dyn = new boolean[ops.size()];
     for (int v : topoOrder) {
       Op op = ops.get(v);
-      if (dynamicShapeReads == null ? OpTypes.FEEDS.contains(op.type())
-          : dynamicShapeReads.contains(op.name())) {
+      if (grapplerShapes == null ? OpTypes.FEEDS.contains(op.type())
+          : grapplerShapes.dynamicShapeReads().contains(op.name())) {
         dyn[v] = true;
         continue;
       }
@@ -436,7 +447,7 @@ public final class DataflowGraph {
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
   public DataflowGraphBuilder toBuilder() {
     DataflowGraphBuilder b = new DataflowGraphBuilder().inPlaceReuse(inPlaceReuse)
-        .hostFeeds(hostFeeds).dynamicShapeReads(dynamicShapeReads);
+        .hostFeeds(hostFeeds).grapplerShapes(grapplerShapes);
     for (TensorId t : fetched) {
       b.fetch(tensorName(t));
     }

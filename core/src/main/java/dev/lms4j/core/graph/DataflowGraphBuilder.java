@@ -27,7 +27,7 @@ public final class DataflowGraphBuilder {
   private boolean inPlaceReuse;
   private boolean hostFeeds;
   private final java.util.Set<String> fetched = new java.util.LinkedHashSet<>();
-  private java.util.Set<String> dynamicShapeReads;
+  private GrapplerShapes grapplerShapes;
 
   DataflowGraphBuilder() {}
 
@@ -60,12 +60,20 @@ public final class DataflowGraphBuilder {
   }
 
   /**
-   * The shape reads grappler leaves to the step ({@link DataflowGraph#dynamicShapeReads()}), by
-   * op name; null (the default): not known.
+   * What grappler's shape inference knows of the graph ({@link DataflowGraph#grapplerShapes()});
+   * null (the default): not known.
+   */
+  public DataflowGraphBuilder grapplerShapes(GrapplerShapes shapes) {
+    this.grapplerShapes = shapes;
+    return this;
+  }
+
+  /**
+   * As {@link #grapplerShapes}, saying only which shape reads grappler leaves to the step
+   * ({@link DataflowGraph#dynamicShapeReads()}), by op name, every rank known.
    */
   public DataflowGraphBuilder dynamicShapeReads(java.util.Set<String> opNames) {
-    this.dynamicShapeReads = opNames == null ? null : new java.util.HashSet<>(opNames);
-    return this;
+    return grapplerShapes(new GrapplerShapes(opNames, java.util.Set.of()));
   }
 
   /** Adds an op with one output tensor. */
@@ -166,7 +174,7 @@ public final class DataflowGraphBuilder {
     for (String f : fetched) {
       fetches.add(tensor(ids, f, "the fetch " + f));
     }
-    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches, dynamicShapeReads);
+    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches, grapplerShapes);
   }
 
   /**

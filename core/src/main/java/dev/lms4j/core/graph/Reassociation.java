@@ -239,12 +239,21 @@ public final class Reassociation {
       return !g.op(v).type().equals("Mul");
     }
 
-    /** Every input broadcasts to the op's output shape. */
+    /**
+     * Every input broadcasts to the op's output shape, and grappler knows the shape of each and
+     * of the output (its stage wants shapes it can prove broadcastable: traced on the einsum encoder,
+     * whose attention follows a gather of the fed ids, the softmax gradient's
+     * {@code (s * d) * 0.125} stayed as written, where the encoder's, after a reshape to a
+     * constant shape, became {@code (0.125 * s) * d}).
+     */
     boolean broadcastable(int v) {
       Op op = g.op(v);
       long[] out = op.output(0).shape();
+      if (!g.shapeKnownToGrappler(new TensorId(v, 0))) {
+        return false;
+      }
       for (TensorId t : op.inputs()) {
-        if (!broadcasts(g.tensor(t).shape(), out)) {
+        if (!broadcasts(g.tensor(t).shape(), out) || !g.shapeKnownToGrappler(t)) {
           return false;
         }
       }
