@@ -70,7 +70,7 @@ public final class DataflowGraphBuilder {
 
   /**
    * As {@link #grapplerShapes}, saying only which shape reads grappler leaves to the step
-   * ({@link DataflowGraph#dynamicShapeReads()}), by op name, every rank known.
+   * ({@link DataflowGraph#dynamicShapeReads()}), by op name, every tensor's shape known.
    */
   public DataflowGraphBuilder dynamicShapeReads(java.util.Set<String> opNames) {
     return grapplerShapes(new GrapplerShapes(opNames, java.util.Set.of()));

@@ -241,8 +241,8 @@ public final class Reassociation {
 
     /**
      * Every input broadcasts to the op's output shape, and grappler knows the shape of each and
-     * of the output (its stage wants shapes it can prove broadcastable: traced on the einsum encoder,
-     * whose attention follows a gather of the fed ids, the softmax gradient's
+     * of the output (its stage wants shapes it can prove broadcastable: traced on the einsum
+     * encoder, whose attention follows a gather of the fed ids, the softmax gradient's
      * {@code (s * d) * 0.125} stayed as written, where the encoder's, after a reshape to a
      * constant shape, became {@code (0.125 * s) * d}).
      */
