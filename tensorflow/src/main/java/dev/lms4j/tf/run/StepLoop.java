@@ -20,9 +20,10 @@ import org.tensorflow.types.TFloat64;
 
 /**
  * Runs training steps of a GraphDef in this process: init op, then {@code steps} steps that feed
- * synthetic data, fetch the loss and the metrics and run the train op. Step 2 (step 1 when there is only one)
- * is traced ({@code FULL_TRACE}) to read the allocator's bytes in use after each op: the first
- * step also pays one-time costs (kernel and primitive creation) that would distort op times.
+ * synthetic data, fetch the loss and the metrics and run the train op. Step 2 (step 1 when there
+ * is only one) is traced ({@code FULL_TRACE}) to read the allocator's bytes in use after each
+ * op: the first step also pays one-time costs (kernel and primitive creation) that would distort
+ * op times.
  */
 public final class StepLoop {
   private StepLoop() {}
