@@ -17,7 +17,7 @@
  *   Lms4jSwapOutDisk(x: T) -> h      streams x to a file (header + bytes); h is an int64 scalar
  *                                    whose release deletes the file.
  *   Lms4jSwapInDisk(h) -> y: T       reads the file straight into a TF_AllocateOutput tensor.
- *   Lms4jSwapStats() -> int64[11]    counters (see STAT_* below).
+ *   Lms4jSwapStats() -> int64[13]    counters (see STAT_* below).
  *   Lms4jMemcpyBench(bytes) -> ns[2] for benchmarks: the time of one memcpy of `bytes` between
  *                                    two warm buffers, and of the copy back (a round trip).
  *
@@ -56,9 +56,19 @@
 enum {
   STAT_HOST_LIVE_BYTES, STAT_HOST_LIVE_BUFFERS, STAT_HOST_PEAK_BYTES, STAT_SWAP_OUTS,
   STAT_SWAP_INS, STAT_SWAP_INS_COPIED_INPUT, STAT_DISK_LIVE_FILES, STAT_DISK_BYTES_WRITTEN,
-  STAT_DISK_BYTES_READ, STAT_HOST_FREES, STAT_HOST_CACHED_BYTES, STAT_COUNT
+  STAT_DISK_BYTES_READ, STAT_HOST_FREES, STAT_HOST_CACHED_BYTES,
+  /* liblms4jalloc.so's counters when a worker preloads it (-1 without it) */
+  STAT_ALLOC_UNWAITED_FAILURES, STAT_ALLOC_WAITED_SUCCESSES, STAT_COUNT
 };
 static int64_t stats[STAT_COUNT];
+
+/* Kept by liblms4jalloc.so when a worker preloads it (src/main/native/lms4j_alloc.cc): a failed
+ * allocation waits for memory only while copies are queued or running, since the copy thread's
+ * release of a device tensor is the one free that can come while ops run one at a time. Weak:
+ * without the preloaded library their addresses are null and nothing is counted. */
+extern int lms4j_alloc_pending_frees __attribute__((weak));
+extern long lms4j_alloc_unwaited_failures __attribute__((weak));
+extern long lms4j_alloc_waited_successes __attribute__((weak));
 
 #define TYPES "{float, double, int32, uint8, int16, int8, complex64, int64, bool, qint8, " \
     "quint8, qint32, bfloat16, qint16, quint16, uint16, complex128, half, uint32, uint64}"
@@ -447,6 +457,9 @@ static void* copy_thread(void* arg) {
     pthread_mutex_unlock(&q_mu);
     memcpy(j->dst, TF_TensorData(j->in), j->len);
     TF_DeleteTensor(j->in); /* the device memory may go now */
+    if (&lms4j_alloc_pending_frees) {
+      __atomic_sub_fetch(&lms4j_alloc_pending_frees, 1, __ATOMIC_RELEASE);
+    }
     live_ready(j->dst);
     free(j);
   }
@@ -469,6 +482,9 @@ static void enqueue_copy(TF_Tensor* in, void* dst, size_t len) {
   j->in = in;
   j->dst = dst;
   j->len = len;
+  if (&lms4j_alloc_pending_frees) {
+    __atomic_add_fetch(&lms4j_alloc_pending_frees, 1, __ATOMIC_RELEASE);
+  }
   pthread_mutex_lock(&q_mu);
   if (q_tail) q_tail->next = j; else q_head = j;
   q_tail = j;
@@ -662,6 +678,10 @@ static void stats_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (TF_GetCode(s) == LMS4J_TF_OK) {
     int64_t* d = TF_TensorData(out);
     for (int i = 0; i < STAT_COUNT; i++) d[i] = __atomic_load_n(&stats[i], __ATOMIC_SEQ_CST);
+    d[STAT_ALLOC_UNWAITED_FAILURES] = &lms4j_alloc_unwaited_failures
+        ? __atomic_load_n(&lms4j_alloc_unwaited_failures, __ATOMIC_SEQ_CST) : -1;
+    d[STAT_ALLOC_WAITED_SUCCESSES] = &lms4j_alloc_waited_successes
+        ? __atomic_load_n(&lms4j_alloc_waited_successes, __ATOMIC_SEQ_CST) : -1;
   } else {
     TF_OpKernelContext_Failure(ctx, s);
   }

@@ -33,7 +33,8 @@ public final class TraceWorker {
       String[] why = {null};
       WorkerProcess.Outcome o = WorkerProcess.run(TraceWorker.class.getName(),
           List.of(graph.toString(), manifest.toString(), out.toString()), budgetMib,
-          Duration.ofMinutes(20), n -> why[0] = n.path("message").asText(null));
+          Duration.ofMinutes(20), n -> why[0] = n.path("message").asText(null), line -> { },
+          true);
       if (o.oom() || o.exitCode() != 0) {
         throw new IOException("the traced run failed: " + (why[0] != null ? why[0]
             : o.message()));

@@ -295,8 +295,9 @@ final class TrainCommand implements Callable<Integer> {
     args.add("--in-worker");
     long budget = lms.budgetBytes();
     long mib = budget > 0 ? Math.max(1, budget >> 20) : BudgetedRunner.UNBUDGETED_MIB;
+    // the worker's Trainer runs its ops one at a time (SessionConfigs.lms())
     WorkerProcess.Outcome w = WorkerProcess.run(Main.class.getName(), args, mib,
-        Duration.ofHours(12), ev -> { }, System.out::println);
+        Duration.ofHours(12), ev -> { }, System.out::println, true);
     if (w.exitCode() == 0 && w.message() == null) {
       return 0;
     }

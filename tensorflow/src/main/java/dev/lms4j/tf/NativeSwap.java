@@ -31,7 +31,7 @@ import org.tensorflow.types.TInt64;
  *   <li>{@code Lms4jSwapOutDisk(x: T, path) -> handle: int64} / {@code Lms4jSwapInDisk(handle,
  *       T, path) -> y: T}: stream the bytes to a file and back; the file is deleted when the
  *       handle's last reader has run.</li>
- *   <li>{@code Lms4jSwapStats() -> int64[11]}: the library's counters ({@link Stats}).</li>
+ *   <li>{@code Lms4jSwapStats() -> int64[13]}: the library's counters ({@link Stats}).</li>
  * </ul>
  *
  * <p>{@link #load()} extracts the library and loads it with {@link TensorFlow#loadLibrary} once
@@ -194,10 +194,16 @@ public final class NativeSwap {
    * @param hostCachedBytes    freed host mappings kept for reuse by the next swap-outs of the
    *                           same size (unmapped after 10 s unused; {@code LMS4J_SWAP_CACHE_MB}
    *                           caps them, default 4096, 0 turns the cache off)
+   * @param allocUnwaitedFailures failed allocations that did not wait TensorFlow's 10 s for
+   *                           memory, in a worker that preloads {@link
+   *                           dev.lms4j.tf.run.AllocatorRetry} (-1 in a process without it)
+   * @param allocWaitedSuccesses failed allocations that succeeded after waiting for an
+   *                           asynchronous swap-out's copy to end (-1 without the preload)
    */
   public record Stats(long hostLiveBytes, long hostLiveBuffers, long hostPeakBytes,
       long swapOuts, long swapIns, long swapInsCopiedInput, long diskLiveFiles,
-      long diskBytesWritten, long diskBytesRead, long hostFrees, long hostCachedBytes) {}
+      long diskBytesWritten, long diskBytesRead, long hostFrees, long hostCachedBytes,
+      long allocUnwaitedFailures, long allocWaitedSuccesses) {}
 
   /**
    * Reads the counters (runs a one-op graph).
@@ -214,11 +220,12 @@ public final class NativeSwap {
       try (Session s = new Session(g);
            var r = s.runner().fetch("stats").run()) {
         TInt64 t = (TInt64) r.get(0);
-        long[] v = new long[11];
+        long[] v = new long[13];
         for (int i = 0; i < v.length; i++) {
           v[i] = t.getLong(i);
         }
-        return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]);
+        return new Stats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10],
+            v[11], v[12]);
       }
     }
   }

@@ -103,7 +103,7 @@ public final class BudgetedRunner {
                 message[0] = n.path("message").asText();
               }
             }
-          });
+          }, line -> LOG.debug("worker: {}", line), o.deterministic());
       if ("done".equals(event[0])) {
         return new RunResult(true, false, steps, peak[0],
             "RunMetadata step stats (FULL_TRACE, step 2, or 1 when it is the only one): max "

@@ -26,9 +26,11 @@ import org.slf4j.LoggerFactory;
  * process, which is why each budgeted run gets its own JVM. The worker reports events as lines
  * {@code LMS4J <json>} on stdout; everything else it prints is logged at debug level.
  *
- * <p>The allocator logs "ran out of memory trying to allocate" as soon as an allocation fails
- * and then retries for about 10 s before the op fails; the supervisor stops the worker when it
- * sees that line (unless the caller may fail the allocation) and reports an OOM at once. A crash
+ * <p>TensorFlow's allocator waits up to 10 s for memory when an allocation fails, then logs
+ * "ran out of memory trying to allocate" and fails the op; a worker whose ops run one at a time
+ * preloads lms4j's {@link AllocatorRetry}, which leaves out that wait when nothing can free memory
+ * in it. The supervisor stops the worker when it sees that line (unless the caller may fail the
+ * allocation) and reports an OOM at once. A crash
  * of the worker (oneDNN can segfault after an OOM) is reported with the worker's last lines.
  *
  * <p>With {@code LMS4J_BFC_DUMP=FILE} in this process's environment, the worker logs at INFO
@@ -89,17 +91,32 @@ public final class WorkerProcess {
   public static Outcome run(String mainClass, List<String> args, long budgetMib,
       Duration timeout, Consumer<JsonNode> onEvent, Consumer<String> onOutput)
       throws IOException {
+    return run(mainClass, args, budgetMib, timeout, onEvent, onOutput, false);
+  }
+
+  /**
+   * As {@link #run(String, List, long, Duration, Consumer, Consumer)}. With {@code serialOps}
+   * the caller promises that the worker's sessions run their ops one at a time in the calling
+   * thread ({@code inter_op_parallelism_threads = -1}, as {@link dev.lms4j.tf.SessionConfigs#lms}
+   * has it): the worker then preloads lms4j's allocator retry ({@link AllocatorRetry}), and a
+   * failed allocation fails at once instead of after TensorFlow's 10 s wait for memory no other
+   * op can free. Where ops run in parallel another op may free memory in that wait: pass false.
+   */
+  public static Outcome run(String mainClass, List<String> args, long budgetMib,
+      Duration timeout, Consumer<JsonNode> onEvent, Consumer<String> onOutput, boolean serialOps)
+      throws IOException {
     String dumpTo = System.getenv(DUMP_ENV);
     return run(mainClass, args, budgetMib, timeout, onEvent, onOutput,
-        dumpTo == null || dumpTo.isBlank() ? null : Path.of(dumpTo));
+        dumpTo == null || dumpTo.isBlank() ? null : Path.of(dumpTo), serialOps);
   }
 
   /** As above; at an OOM the allocator's dump is appended to {@code dumpTo} unless null. */
   static Outcome run(String mainClass, List<String> args, long budgetMib, Duration timeout,
-      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo) throws IOException {
+      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo, boolean serialOps)
+      throws IOException {
     String logTo = System.getenv(AllocatorLog.ENV);
     return run(mainClass, args, budgetMib, timeout, onEvent, onOutput, dumpTo,
-        logTo == null || logTo.isBlank() ? null : Path.of(logTo));
+        logTo == null || logTo.isBlank() ? null : Path.of(logTo), serialOps);
   }
 
   /**
@@ -107,8 +124,8 @@ public final class WorkerProcess {
    * null.
    */
   static Outcome run(String mainClass, List<String> args, long budgetMib, Duration timeout,
-      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo, Path logTo)
-      throws IOException {
+      Consumer<JsonNode> onEvent, Consumer<String> onOutput, Path dumpTo, Path logTo,
+      boolean serialOps) throws IOException {
     boolean dump = dumpTo != null;
     String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
     List<String> cmd = new ArrayList<>(List.of(java, "-Xmx1g", "-XX:+UseSerialGC",
@@ -124,7 +141,14 @@ public final class WorkerProcess {
     if (allocations != null) {
       pb.environment().putAll(AllocatorLog.TF_ENV);
     }
-    LOG.debug("worker {}: budget {} MiB", mainClass, budgetMib);
+    Path retry = serialOps ? AllocatorRetry.library() : null;
+    if (retry != null) {
+      String preload = pb.environment().get("LD_PRELOAD");
+      pb.environment().put("LD_PRELOAD", preload == null || preload.isBlank() ? retry.toString()
+          : retry + ":" + preload);
+    }
+    LOG.debug("worker {}: budget {} MiB{}", mainClass, budgetMib,
+        retry != null ? ", allocator retry preloaded" : "");
     // the worker's stdin stays an open pipe that only this process writes to: when this
     // process dies, however, the pipe closes and WorkerMain ends the worker
     Process p = pb.start();

@@ -122,7 +122,7 @@ class AllocatorLogTest {
     Path file = dir.resolve("alloc.log");
     WorkerProcess.Outcome o = WorkerProcess.run(StepWorker.class.getName(), List.of(
         pb.toString(), mf.toString(), "2", "42", "true", "DEFAULT_MEM_OPT"), 64,
-        Duration.ofMinutes(5), n -> { }, l -> { }, null, file);
+        Duration.ofMinutes(5), n -> { }, l -> { }, null, file, true);
     assertThat(o.oom()).as(String.valueOf(o.message())).isFalse();
     assertThat(o.exitCode()).as(String.valueOf(o.message())).isZero();
     AllocatorLog log;

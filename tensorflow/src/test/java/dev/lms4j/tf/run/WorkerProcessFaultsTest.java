@@ -190,7 +190,7 @@ class WorkerProcessFaultsTest {
       throws Exception {
     Path file = dir.resolve("dump.txt");
     WorkerProcess.Outcome o = WorkerProcess.run(FakeWorker.class.getName(), List.of("oom-dump"),
-        3, LONG, e -> { }, l -> { }, file);
+        3, LONG, e -> { }, l -> { }, file, false);
     assertThat(o.oom()).isTrue();
     assertThat(o.finished()).as("stopped by the supervisor after the dump").isTrue();
     assertThat(o.message()).startsWith("ran out of memory trying to allocate 32.0KiB (rounded to "
