@@ -173,6 +173,43 @@ class BfcReplayTest {
   }
 
   /**
+   * A resource variable init assigned a held constant shares that constant's buffer
+   * ({@link DataflowGraph#initShared()}): init allocates nothing for it, and its first update
+   * copies it into a chunk of its own, in the first step only. Here a 1 MiB momentum slot and
+   * its 1 MiB zero fill: before the step the held fill alone is in use; the update's copy is
+   * the first step's last request, and the second step asks for nothing new for it.
+   */
+  @Test
+  void aVariableSharingAHeldConstantGetsItsOwnChunkAtItsFirstUpdate() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("slot_fill", BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+            Tensor.persistent(1 * MIB))
+        .op("slot", "VarHandleOp", OpCategory.FORWARD, List.of(), Tensor.persistent(1 * MIB))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(4 * KIB))
+        .op("g", "MatMul", OpCategory.FORWARD, List.of("x"), Tensor.ofBytes(64 * KIB))
+        .op("update", "ResourceApplyMomentum", OpCategory.FORWARD, List.of("slot", "g"),
+            Tensor.ofBytes(0))
+        .initShared(java.util.Set.of("slot"))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    List<String> lines = new java.util.ArrayList<>();
+    assertThat(BfcReplay.requests(g, order, 1024 * MIB, BfcReplay.Layout.GRAPH_ORDER,
+        lines::add).fits()).isTrue();
+    List<String> granted = lines.stream().filter(l -> l.startsWith("A ")).toList();
+    assertThat(granted).filteredOn(l -> l.startsWith("A 1048576 ")).extracting(
+        l -> l.substring(l.lastIndexOf(' ') + 1)).containsExactly("slot_fill", "update");
+    assertThat(granted.indexOf(granted.stream().filter(l -> l.endsWith(" update")).findFirst()
+        .orElseThrow())).isGreaterThan(granted.indexOf(granted.stream()
+        .filter(l -> l.endsWith(" g")).findFirst().orElseThrow()));
+    // without the sharing the slot is a resident like any other, made before the step
+    DataflowGraph own = g.toBuilder().initShared(java.util.Set.of()).build();
+    List<String> ownLines = new java.util.ArrayList<>();
+    BfcReplay.requests(own, order, 1024 * MIB, BfcReplay.Layout.GRAPH_ORDER, ownLines::add);
+    assertThat(ownLines).filteredOn(l -> l.startsWith("A 1048576 ")).extracting(
+        l -> l.substring(l.lastIndexOf(' ') + 1)).containsExactly("slot_fill", "slot");
+  }
+
+  /**
    * oneDNN's batch norm allocates its five per-channel outputs before y
    * ({@link ScratchEstimates#outputAllocationOrder}). The feed x (1 MiB) takes half of the first
    * 2 MiB region; the free half would hold y (1 MiB) exactly, but the per-channel outputs come

@@ -92,6 +92,37 @@ class ResidentLayoutsTest {
     assertThat(ResidentLayouts.candidates(g, 50 * MIB)).contains(first);
   }
 
+  /**
+   * The constants held outside the step come before a primer made first: grappler's folding
+   * builds them before init's first op. As on corpus embedding-resource (measured 2026-12-07,
+   * {@code LMS4J_BFC_LOG}): a 1 KiB and a 1 MiB held fill take the first 2 MiB region whole (the
+   * free chunk left is less than twice the 1 MiB), a 2 KiB one grows a 4 MiB region, the 8 MiB
+   * primer its own, and the 48.8 MiB table's region needs 62.8 MiB in all: TensorFlow ran out of
+   * memory at 61 MiB and trained at 63. With the primer before the held fills the replay said
+   * 59.
+   */
+  @Test
+  void theConstantsHeldOutsideTheStepComeBeforeAPrimerMadeFirst() {
+    DataflowGraph g = DataflowGraph.builder()
+        .op("b_init", BfcReplay.HELD, OpCategory.FORWARD, List.of(), Tensor.persistent(KIB))
+        .op("m_init", BfcReplay.HELD, OpCategory.FORWARD, List.of(), Tensor.persistent(MIB))
+        .op("m2_init", BfcReplay.HELD, OpCategory.FORWARD, List.of(),
+            Tensor.persistent(2 * KIB))
+        .op("table", "VarHandleOp", OpCategory.FORWARD, List.of(),
+            Tensor.persistent(51_200_000))
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(64 * KIB))
+        .op("lookup", "GatherV2", OpCategory.FORWARD, List.of("table", "x"),
+            Tensor.ofBytes(512 * KIB))
+        .build();
+    int[] order = Levels.of(g).schedule();
+    int tableId = g.op("table").orElseThrow().id();
+    BfcReplay.Layout first = new BfcReplay.Layout(new int[] {tableId}, 8 * MIB, true);
+    assertThat(BfcReplay.smallestMib(g, order, 1024, first)).isEqualTo(63);
+    BfcReplay.Result at61 = BfcReplay.replay(g, order, 61 * MIB, first);
+    assertThat(at61.fits()).isFalse();
+    assertThat(at61.failedOp()).isEqualTo("table");
+  }
+
   /** Small variables (under a tenth of the limit) are never moved: one candidate, the order. */
   @Test
   void withoutALargeVariableTheGraphsOrderIsTheOnlyCandidate() {

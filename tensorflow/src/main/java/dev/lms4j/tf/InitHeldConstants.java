@@ -98,6 +98,45 @@ final class InitHeldConstants {
   }
 
   /**
+   * The resource variables (their handle ops' names) that init assigns a held constant to: an
+   * {@code AssignVariableOp} outside {@code step} whose value is one of {@code held} or a twin
+   * merged with it. The assignment cannot take over the buffer of a constant the executor holds,
+   * and adopts it shared instead; the variable's first in-place update copies it
+   * ({@link dev.lms4j.core.graph.DataflowGraph#initShared()}). Measured on corpus
+   * embedding-resource (2026-12-07, {@code LMS4J_BFC_LOG}): init allocated nothing for the
+   * momentum slots and biases filled from held constants; their first updates did. An
+   * {@code Assign} to a ref variable copies the value into a buffer of its own at init.
+   *
+   * @param nodes the graph's nodes
+   * @param step  the names of the ops a step runs
+   * @param held  the held constants {@link #of} found, by name
+   * @return the handle op names, in graph order
+   */
+  static Set<String> sharedBy(List<NodeDef> nodes, Set<String> step, Set<String> held) {
+    Map<String, NodeDef> byName = byName(nodes);
+    Set<String> heldNodes = new HashSet<>();
+    for (List<String> twins : byKey(nodes, byName, step).values()) {
+      if (held.contains(twins.get(0))) {
+        heldNodes.addAll(twins);
+      }
+    }
+    Set<String> out = new java.util.LinkedHashSet<>();
+    for (NodeDef n : nodes) {
+      if (!step.contains(n.getName()) && n.getOp().equals("AssignVariableOp")
+          && n.getInputCount() >= 2 && !n.getInput(1).startsWith("^")) {
+        String value = GraphImporter.opName(n.getInput(1));
+        while (byName.containsKey(value) && byName.get(value).getOp().equals("Identity")) {
+          value = GraphImporter.opName(byName.get(value).getInput(0));
+        }
+        if (heldNodes.contains(value)) {
+          out.add(GraphImporter.opName(n.getInput(0)));
+        }
+      }
+    }
+    return out;
+  }
+
+  /**
    * The init computations {@link #of} merges with a twin (two or more nodes of one {@link Keys}),
    * with the {@link #PURE} ops they are computed from. {@link SerialOrder} leaves them out of
    * init's chain as it leaves {@link #folded} ones: a control edge on one twin, or on what it is

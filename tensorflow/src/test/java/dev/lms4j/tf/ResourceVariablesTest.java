@@ -65,6 +65,35 @@ class ResourceVariablesTest {
     assertThat(peak).isBetween(2 * W, 2 * W + 4096);
   }
 
+  /**
+   * Init assigns W a zero fill TensorFlow folds and holds: a resource variable adopts the held
+   * constant's buffer (its first update copies it, {@link DataflowGraph#initShared()}); a ref
+   * variable's {@code Assign} copies the value into a buffer of its own at init.
+   */
+  @Test
+  void aResourceVariableAssignedAHeldFillSharesItsBufferUntilItsFirstUpdate() {
+    assertThat(model(withFillInit(build(true, false), true)).initShared()).containsExactly("W");
+    assertThat(model(withFillInit(build(false, false), false)).initShared()).isEmpty();
+    // no init: nothing held, nothing shared
+    assertThat(model(build(true, false)).initShared()).isEmpty();
+  }
+
+  /** {@code gd} with an init that assigns W a zero {@code Fill} of its shape. */
+  private static GraphDef withFillInit(GraphDef gd, boolean resource) {
+    try (Graph g = new Graph()) {
+      g.importGraphDef(gd);
+      Ops tf = Ops.create(g);
+      Operand<TFloat32> zeros = tf.withSubScope("W_init").withName("Fill").fill(
+          tf.constant(new int[] {256, 128}), tf.constant(0f));
+      if (resource) {
+        tf.withName("W_init").assignVariableOp(g.operation("W").output(0), zeros);
+      } else {
+        tf.withName("W_init").assign(g.operation("W").<TFloat32>output(0), zeros);
+      }
+      return g.toGraphDef();
+    }
+  }
+
   private static DataflowGraph model(GraphDef gd) {
     return GraphImporter.importGraph(gd, Map.of(), -1, "gradients",
         Set.of("loss:0", "train_op"));

@@ -43,13 +43,17 @@ public final class DataflowGraph {
   private final java.util.Set<TensorId> fetched;
   /** What grappler's shape inference knows; null where not known. */
   private final GrapplerShapes grapplerShapes;
+  /** Residents whose buffer init shares with a held constant ({@link #initShared()}). */
+  private final java.util.Set<String> initShared;
 
   DataflowGraph(List<Op> ops, Map<String, Integer> byName, boolean inPlaceReuse,
-      boolean hostFeeds, java.util.Set<TensorId> fetched, GrapplerShapes grapplerShapes) {
+      boolean hostFeeds, java.util.Set<TensorId> fetched, GrapplerShapes grapplerShapes,
+      java.util.Set<String> initShared) {
     this.inPlaceReuse = inPlaceReuse;
     this.hostFeeds = hostFeeds;
     this.fetched = java.util.Set.copyOf(fetched);
     this.grapplerShapes = grapplerShapes;
+    this.initShared = java.util.Set.copyOf(initShared);
     this.ops = Collections.unmodifiableList(ops);
     this.byName = Collections.unmodifiableMap(byName);
     int n = ops.size();
@@ -275,7 +279,7 @@ public final class DataflowGraph {
    */
   public DataflowGraph withEdits(Map<Integer, Op> replaced, List<Op> added) {
     return GraphEdits.apply(ops, byName, replaced, added, inPlaceReuse, hostFeeds, fetched,
-        grapplerShapes);
+        grapplerShapes, initShared);
   }
 
   /**
@@ -322,6 +326,17 @@ public final class DataflowGraph {
   /** What grappler's shape inference knows of this graph's tensors; null where not known. */
   public GrapplerShapes grapplerShapes() {
     return grapplerShapes;
+  }
+
+  /**
+   * The residents (by op name) whose initial value is a constant TensorFlow holds for the
+   * session ({@code BfcReplay.HELD}) and that init gives that constant's buffer instead of one of
+   * their own: a resource variable assigned from it ({@code AssignVariableOp} adopts the value's
+   * buffer). Its first in-place update in the first step copies the buffer into one of its own
+   * (the update sees the buffer shared). Empty where the graph does not say.
+   */
+  public java.util.Set<String> initShared() {
+    return initShared;
   }
 
   /**
@@ -447,7 +462,7 @@ public final class DataflowGraph {
   /** A builder that copies this graph's ops, to which ops and edges can be added. */
   public DataflowGraphBuilder toBuilder() {
     DataflowGraphBuilder b = new DataflowGraphBuilder().inPlaceReuse(inPlaceReuse)
-        .hostFeeds(hostFeeds).grapplerShapes(grapplerShapes);
+        .hostFeeds(hostFeeds).grapplerShapes(grapplerShapes).initShared(initShared);
     for (TensorId t : fetched) {
       b.fetch(tensorName(t));
     }

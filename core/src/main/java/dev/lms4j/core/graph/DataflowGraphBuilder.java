@@ -28,6 +28,7 @@ public final class DataflowGraphBuilder {
   private boolean hostFeeds;
   private final java.util.Set<String> fetched = new java.util.LinkedHashSet<>();
   private GrapplerShapes grapplerShapes;
+  private java.util.Set<String> initShared = java.util.Set.of();
 
   DataflowGraphBuilder() {}
 
@@ -65,6 +66,15 @@ public final class DataflowGraphBuilder {
    */
   public DataflowGraphBuilder grapplerShapes(GrapplerShapes shapes) {
     this.grapplerShapes = shapes;
+    return this;
+  }
+
+  /**
+   * The residents whose buffer init shares with a held constant
+   * ({@link DataflowGraph#initShared()}), by op name; none by default.
+   */
+  public DataflowGraphBuilder initShared(java.util.Set<String> opNames) {
+    this.initShared = java.util.Set.copyOf(opNames);
     return this;
   }
 
@@ -174,7 +184,8 @@ public final class DataflowGraphBuilder {
     for (String f : fetched) {
       fetches.add(tensor(ids, f, "the fetch " + f));
     }
-    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches, grapplerShapes);
+    return new DataflowGraph(ops, ids, inPlaceReuse, hostFeeds, fetches, grapplerShapes,
+        initShared);
   }
 
   /**

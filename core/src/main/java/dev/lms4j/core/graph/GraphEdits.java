@@ -12,7 +12,8 @@ final class GraphEdits {
   /** {@link DataflowGraph#withEdits}, on a graph's ops and name index. */
   static DataflowGraph apply(List<Op> ops, Map<String, Integer> byName, Map<Integer, Op> replaced,
       List<Op> added, boolean inPlaceReuse, boolean hostFeeds,
-      java.util.Set<TensorId> fetched, GrapplerShapes grapplerShapes) {
+      java.util.Set<TensorId> fetched, GrapplerShapes grapplerShapes,
+      java.util.Set<String> initShared) {
     List<Op> all = new ArrayList<>(ops.size() + added.size());
     for (Op op : ops) {
       Op r = replaced.get(op.id());
@@ -41,7 +42,8 @@ final class GraphEdits {
         }
       }
     }
-    return new DataflowGraph(all, names, inPlaceReuse, hostFeeds, fetched, grapplerShapes);
+    return new DataflowGraph(all, names, inPlaceReuse, hostFeeds, fetched, grapplerShapes,
+        initShared);
   }
 
   /** {@link DataflowGraph#withScratch}. */

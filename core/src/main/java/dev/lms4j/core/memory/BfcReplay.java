@@ -128,9 +128,10 @@ public final class BfcReplay {
    * @param last        ops whose resident outputs are allocated after every other resident, in
    *                    this order (op ids)
    * @param primerBytes the size of the tensor allocated and freed before them (0: none)
-   * @param primerFirst the primer is allocated before every resident instead (it then sets the
-   *                    first region's size, where the small variables and the step share one
-   *                    region)
+   * @param primerFirst the primer is allocated before every resident instead, but after the
+   *                    constants held outside the step ({@link #HELD}: grappler's folding
+   *                    builds them before init's first op); it then sets the size of the region
+   *                    the small variables and the step share
    */
   public record Layout(int[] last, long primerBytes, boolean primerFirst) {
     /** Every resident in op order, no primer: the order init creates them in as given. */
@@ -274,23 +275,40 @@ public final class BfcReplay {
       if (!allocatedAndFreed(bfc, FOLDING, FOLDING_BYTES)) {
         return bfc.failed(FOLDING, FOLDING_BYTES);
       }
-      if (!allocatedAndFreed(bfc, PRIMER, layout.primerBytes)) {
-        return bfc.failed(PRIMER, layout.primerBytes);
+    }
+    // the constants held outside the step first: the same folding builds them before init's
+    // first op, so before a primer init makes first. Measured on corpus embedding-resource
+    // (bench size, the AVX2-only AMD EPYC, 2026-12-07, LMS4J_BFC_LOG): auto's plan for 59 MiB
+    // (an 8 MiB primer first, the 48.8 MiB table last); TensorFlow put the 1 MiB held fill in
+    // the first region (whole: its free chunk was less than twice that), grew a 4 MiB region for
+    // the next held fill and only then the primer's 8 MiB, and the table's region found 47 MiB
+    // left under 61 MiB. The replay with the primer before them said 59 MiB; 63 trained
+    for (Op op : g.ops()) {
+      chunk[op.id()] = new long[op.outputs().size()];
+      if (HELD.equals(op.type())) {
+        long failed = allocateOutputs(bfc, op);
+        if (failed > 0) {
+          return bfc.failed(op.name(), failed);
+        }
       }
     }
-    // the constants held outside the step first (the init runs built them before they assigned
-    // any variable), then the other tensors resident in device memory (variables, constants,
-    // feeds where they do not stay in host memory)
-    for (boolean held : new boolean[] {true, false}) {
-      for (Op op : g.ops()) {
-        chunk[op.id()] = new long[op.outputs().size()];
-        boolean heldConstant = HELD.equals(op.type());
-        if (held ? heldConstant
-            : !heldConstant && !later[op.id()] && MemorySimulator.residentBytes(g, op) > 0) {
-          long failed = allocateOutputs(bfc, op);
-          if (failed > 0) {
-            return bfc.failed(op.name(), failed);
-          }
+    if (layout.primerFirst && !allocatedAndFreed(bfc, PRIMER, layout.primerBytes)) {
+      return bfc.failed(PRIMER, layout.primerBytes);
+    }
+    // then the other tensors resident in device memory (variables, constants, feeds where they
+    // do not stay in host memory); a resource variable assigned from a held constant adopts its
+    // buffer, and gets one of its own at its first update (below)
+    boolean[] shared = new boolean[g.size()];
+    boolean[] copied = new boolean[g.size()];
+    for (String name : g.initShared()) {
+      g.op(name).ifPresent(op -> shared[op.id()] = MemorySimulator.residentBytes(g, op) > 0);
+    }
+    for (Op op : g.ops()) {
+      if (!HELD.equals(op.type()) && !later[op.id()] && !shared[op.id()]
+          && MemorySimulator.residentBytes(g, op) > 0) {
+        long failed = allocateOutputs(bfc, op);
+        if (failed > 0) {
+          return bfc.failed(op.name(), failed);
         }
       }
     }
@@ -299,6 +317,9 @@ public final class BfcReplay {
     }
     bfc.room = layout.last.length > 0 ? bfc.regions : -1;
     for (int v : layout.last) {
+      if (shared[v]) {
+        continue;
+      }
       long failed = allocateOutputs(bfc, g.op(v));
       if (failed > 0) {
         return bfc.failed(g.op(v).name(), failed);
@@ -339,6 +360,25 @@ public final class BfcReplay {
         int outs = op.outputs().size();
         bfc.op = op.name();
         refs.forward(op);
+        // a variable init left sharing a held constant's buffer gets its own copy when an
+        // update first writes it (TensorFlow copies a shared buffer before updating in place),
+        // in the order the update reads its variables. Measured on corpus embedding-resource
+        // (2026-12-07, LMS4J_BFC_LOG): init allocated nothing for the momentum slots and biases
+        // filled from held constants; the first step's ResourceApplyMomentum of fc1_w allocated
+        // 1 MiB, that of each bias two chunks of its size
+        if (step == 0 && OpTypes.isVariableWriter(op.type())) {
+          for (TensorId in : op.inputs()) {
+            if (shared[in.op()] && !copied[in.op()]) {
+              copied[in.op()] = true;
+              long bytes = g.op(in.op()).output(in.output()).bytes();
+              long at = bfc.allocate(bytes);
+              if (at < 0) {
+                return failedAt(bfc, op, bytes, during, pos);
+              }
+              chunk[in.op()][in.output()] = at;
+            }
+          }
+        }
         // a kernel that computes into a temporary and then copies it into its output asks for
         // the temporary first (ScratchEstimates#scratchFirst)
         long firstAt = -1;
