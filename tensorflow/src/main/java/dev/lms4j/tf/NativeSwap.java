@@ -95,6 +95,13 @@ public final class NativeSwap {
 
   private NativeSwap() {}
 
+  /** True on linux-x86_64, the one platform lms4j's native libraries are built for. */
+  public static boolean linuxX86() {
+    String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+    String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+    return os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64"));
+  }
+
   /**
    * Loads the library once per JVM.
    *
@@ -110,11 +117,9 @@ public final class NativeSwap {
       if (off != null && off.equalsIgnoreCase("off")) {
         throw new UnsupportedOperationException(DISABLE_ENV + "=off");
       }
-      String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-      String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-      if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-        throw new UnsupportedOperationException("built for linux-x86_64 only, this is " + os
-            + "-" + arch);
+      if (!linuxX86()) {
+        throw new UnsupportedOperationException("built for linux-x86_64 only, this is "
+            + System.getProperty("os.name") + "-" + System.getProperty("os.arch"));
       }
       Path lib;
       try (InputStream in = NativeSwap.class.getResourceAsStream(RESOURCE)) {

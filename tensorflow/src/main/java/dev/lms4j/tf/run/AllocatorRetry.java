@@ -9,7 +9,6 @@ import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
-import java.util.Locale;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -54,9 +53,7 @@ public final class AllocatorRetry {
       if (mode != null && mode.equalsIgnoreCase("tf")) {
         throw new UnsupportedOperationException(ENV + "=tf");
       }
-      String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-      String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-      if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+      if (!dev.lms4j.tf.NativeSwap.linuxX86()) {
         throw new UnsupportedOperationException("built for linux-x86_64 only");
       }
       byte[] bytes;
