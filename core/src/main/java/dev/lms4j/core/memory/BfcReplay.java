@@ -30,7 +30,9 @@ import java.util.function.Consumer;
  * <p>What is allocated, in this order: the constants TensorFlow holds outside the step (ops of
  * type {@link #HELD}), resident tensors (variables, constants, feeds unless they live in host
  * memory, {@link DataflowGraph#hostFeeds()}) in op order, as
- * {@code init} and the first step create them; then per op of {@code order} its
+ * {@code init} and the first step create them, but for the variables that share a held
+ * constant's buffer ({@link DataflowGraph#initShared()}), each of which gets its own at its first
+ * update in the first step; then per op of {@code order} its
  * outputs that own a buffer ({@link BufferAliases}), its kernel scratch (freed when the op ends),
  * and the inputs and outputs nobody reads any more are freed, with the reference counts
  * {@link MemorySimulator} keeps ({@link BufferRefs}); then the step once more ({@link #STEPS}),
