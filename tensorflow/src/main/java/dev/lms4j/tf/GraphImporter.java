@@ -181,13 +181,13 @@ public final class GraphImporter {
       }
       if (keep != null) {
         // what init leaves folded and held for the session: resident for every step
-        Map<String, Long> held = InitHeldConstants.of(shaped.getNodeList(), keep, g::operation);
-        held.forEach((name, bytes) ->
+        InitHeldConstants.Held held = InitHeldConstants.find(shaped.getNodeList(), keep,
+            g::operation);
+        held.bytes().forEach((name, bytes) ->
             b.op(name, BfcReplay.HELD, OpCategory.FORWARD, List.of(),
                 Tensor.persistent(bytes)));
         // resource variables init assigns one of them to share its buffer until updated
-        java.util.Set<String> shared = new java.util.LinkedHashSet<>(
-            InitHeldConstants.sharedBy(shaped.getNodeList(), keep, held.keySet()));
+        java.util.Set<String> shared = new java.util.LinkedHashSet<>(held.shared());
         shared.removeIf(name -> !b.has(name));
         b.initShared(shared);
       }

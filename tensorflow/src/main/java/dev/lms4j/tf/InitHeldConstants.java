@@ -70,10 +70,32 @@ final class InitHeldConstants {
    */
   static Map<String, Long> of(List<NodeDef> nodes, Set<String> step,
       java.util.function.Function<String, GraphOperation> ops) {
+    return find(nodes, step, ops).bytes();
+  }
+
+  /**
+   * What {@link #of} finds, and the resource variables that share those constants' buffers.
+   *
+   * @param bytes  each held node with its bytes ({@link #of})
+   * @param shared the handle op names of the resource variables init assigns a held constant to,
+   *               in graph order ({@link #sharedBy})
+   */
+  record Held(Map<String, Long> bytes, Set<String> shared) {}
+
+  /**
+   * {@link #of} and {@link #sharedBy} in one pass over init's folded computations.
+   *
+   * @param nodes the graph's nodes
+   * @param step  the names of the ops a step runs
+   * @param ops   the imported graph, for static output shapes
+   */
+  static Held find(List<NodeDef> nodes, Set<String> step,
+      java.util.function.Function<String, GraphOperation> ops) {
     Map<String, NodeDef> byName = byName(nodes);
+    Map<String, List<String>> groups = byKey(nodes, byName, step);
     Set<String> serialized = serializedOnly(nodes);
     Map<String, Long> held = new java.util.LinkedHashMap<>();
-    for (List<String> twins : byKey(nodes, byName, step).values()) {
+    for (List<String> twins : groups.values()) {
       // the same computation as the first of them: merged, one constant held
       NodeDef n = byName.get(twins.get(0));
       if (serialized.contains(n.getName())) {
@@ -94,7 +116,7 @@ final class InitHeldConstants {
         held.put(n.getName(), bytes);
       }
     }
-    return held;
+    return new Held(held, sharedBy(nodes, byName, step, groups, held.keySet()));
   }
 
   /**
@@ -107,15 +129,17 @@ final class InitHeldConstants {
    * momentum slots and biases filled from held constants; their first updates did. An
    * {@code Assign} to a ref variable copies the value into a buffer of its own at init.
    *
-   * @param nodes the graph's nodes
-   * @param step  the names of the ops a step runs
-   * @param held  the held constants {@link #of} found, by name
+   * @param nodes  the graph's nodes
+   * @param byName those nodes by name
+   * @param step   the names of the ops a step runs
+   * @param groups init's folded computations, grouped ({@link #byKey})
+   * @param held   the held constants {@link #of} found, by name
    * @return the handle op names, in graph order
    */
-  static Set<String> sharedBy(List<NodeDef> nodes, Set<String> step, Set<String> held) {
-    Map<String, NodeDef> byName = byName(nodes);
+  private static Set<String> sharedBy(List<NodeDef> nodes, Map<String, NodeDef> byName,
+      Set<String> step, Map<String, List<String>> groups, Set<String> held) {
     Set<String> heldNodes = new HashSet<>();
-    for (List<String> twins : byKey(nodes, byName, step).values()) {
+    for (List<String> twins : groups.values()) {
       if (held.contains(twins.get(0))) {
         heldNodes.addAll(twins);
       }

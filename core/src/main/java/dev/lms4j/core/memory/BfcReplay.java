@@ -302,8 +302,13 @@ public final class BfcReplay {
     // buffer, and gets one of its own at its first update (below)
     boolean[] shared = new boolean[g.size()];
     boolean[] copied = new boolean[g.size()];
+    boolean anyShared = false;
     for (String name : g.initShared()) {
-      g.op(name).ifPresent(op -> shared[op.id()] = MemorySimulator.residentBytes(g, op) > 0);
+      Op op = g.op(name).orElse(null);
+      if (op != null && MemorySimulator.residentBytes(g, op) > 0) {
+        shared[op.id()] = true;
+        anyShared = true;
+      }
     }
     for (Op op : g.ops()) {
       if (!HELD.equals(op.type()) && !later[op.id()] && !shared[op.id()]
@@ -368,7 +373,7 @@ public final class BfcReplay {
         // (2026-12-07, LMS4J_BFC_LOG): init allocated nothing for the momentum slots and biases
         // filled from held constants; the first step's ResourceApplyMomentum of fc1_w allocated
         // 1 MiB, that of each bias two chunks of its size
-        if (step == 0 && OpTypes.isVariableWriter(op.type())) {
+        if (anyShared && step == 0 && OpTypes.isVariableWriter(op.type())) {
           for (TensorId in : op.inputs()) {
             if (shared[in.op()] && !copied[in.op()]) {
               copied[in.op()] = true;
