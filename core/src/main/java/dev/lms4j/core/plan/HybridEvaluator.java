@@ -46,6 +46,19 @@ final class HybridEvaluator {
   private int simulations;
   private RecomputePlan lastRecompute;
   private DataflowGraph lastRecomputed;
+  /**
+   * Simulations already made, by their plans and the number of candidates then known (the
+   * candidates alive at the peak are read from those): the refinements try many decision sets
+   * the search (or an earlier refinement) already simulated. Least recently used first.
+   */
+  private final Map<List<Object>, Sim> seen = new java.util.LinkedHashMap<>(256, 0.75f, true) {
+    @Override
+    protected boolean removeEldestEntry(Map.Entry<List<Object>, Sim> e) {
+      return size() > SEEN_MAX;
+    }
+  };
+  private static final int SEEN_MAX = 4096;
+  private int repeats;
 
   HybridEvaluator(DataflowGraph g, HybridState state, TensorPolicy policy, Tier tier,
       int[] pos) {
@@ -62,9 +75,17 @@ final class HybridEvaluator {
         .tier(tier).build();
   }
 
-  /** Simulator runs so far. */
+  /**
+   * Simulations asked for so far (the search's budget counts them; a plan already simulated is
+   * answered from {@link #seen} and counted too, so the search takes the same steps).
+   */
   int simulations() {
     return simulations;
+  }
+
+  /** Of {@link #simulations()}, those answered from plans already simulated. */
+  int repeats() {
+    return repeats;
   }
 
   /**
@@ -105,6 +126,21 @@ final class HybridEvaluator {
   /** Builds the plans of the current decisions and simulates them; null on a cycle. */
   Sim simulate() {
     simulations++;
+    RecomputePlan rp0 = recomputePlan();
+    SwapPlan sp0 = swapPlan(rp0);
+    List<Object> key = List.of(rp0, sp0, state.candidates.size());
+    if (seen.containsKey(key)) {
+      repeats++;
+      return seen.get(key);
+    }
+    Sim s = simulateNew();
+    if (s != null) {
+      seen.put(key, s);
+    }
+    return s;
+  }
+
+  private Sim simulateNew() {
     Applied a;
     try {
       a = apply();

@@ -97,6 +97,8 @@ final class HybridSearch {
         sp.swapOuts().size(), mib(sp.swapOutBytes()), rp.clonedOps(), rp.groups().size(),
         mib(before.peak()), mib(cur.peak()), String.format("%.1f", base),
         String.format("%.1f", step), eval.simulations(), (System.nanoTime() - t0) / 1_000_000);
+    LOG.debug("[LMS][0] hybrid search: {} of {} simulations were plans already simulated",
+        eval.repeats(), eval.simulations());
     return new HybridPlanner.Result(sp, rp, true, before.peak(), cur.peak(), base, step,
         eval.simulations());
   }
