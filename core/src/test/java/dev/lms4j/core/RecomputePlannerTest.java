@@ -27,6 +27,35 @@ class RecomputePlannerTest {
    * rg1 = ReluGrad(mg2, c1), mg1 = MatMul(rg1, x), apply. Activations and gradients are 4 KB.
    * Shared with {@link RematerializerTest}.
    */
+  /**
+   * {@code n} layers as {@link #twoLayers} builds two (MatMul, then Relu, whose output the next
+   * layer's weight gradient reads), layer i's activations (i + 2) KB.
+   */
+  static DataflowGraph layers(int n) {
+    var b = DataflowGraph.builder()
+        .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
+        .op("w", "VariableV2", OpCategory.FORWARD, List.of(), Tensor.persistent(KB));
+    String in = "x";
+    for (int i = 1; i <= n; i++) {
+      b.op("c" + i, "MatMul", OpCategory.FORWARD, List.of(in, "w"), Tensor.ofBytes((i + 2) * KB));
+      b.op("r" + i, "Relu", OpCategory.FORWARD, List.of("c" + i), Tensor.ofBytes((i + 2) * KB));
+      in = "r" + i;
+    }
+    b.op("loss", "Mean", OpCategory.FORWARD, List.of(in), Tensor.ofBytes(4));
+    String g = "gradients/g";
+    b.op(g, "Fill", OpCategory.BACKWARD, List.of("loss"), Tensor.ofBytes((n + 2) * KB));
+    for (int i = n; i >= 1; i--) {
+      b.op("gradients/rg" + i, "ReluGrad", OpCategory.BACKWARD, List.of(g, "c" + i),
+          Tensor.ofBytes((i + 2) * KB));
+      String prev = i == 1 ? "x" : "r" + (i - 1);
+      b.op("gradients/mg" + i, "MatMul", OpCategory.BACKWARD,
+          List.of("gradients/rg" + i, prev), Tensor.ofBytes((i + 1) * KB));
+      g = "gradients/mg" + i;
+    }
+    return b.op("train/apply", "ApplyGradientDescent", OpCategory.OPTIMIZER, List.of("w", g),
+        Tensor.persistent(KB)).build();
+  }
+
   static DataflowGraph twoLayers(String firstActivationType) {
     return DataflowGraph.builder()
         .op("x", "Placeholder", OpCategory.FORWARD, List.of(), Tensor.ofBytes(KB))
@@ -124,5 +153,28 @@ class RecomputePlannerTest {
     assertThat(rw.size()).isEqualTo(chain.size() + 2);
     assertThat(RecomputePlanner.peak(chain, p))
         .isLessThan(RecomputePlanner.peak(chain, RecomputePlan.empty()));
+  }
+
+  /**
+   * bestEffort keeps the peaks it simulated with the graph and walks them again for another
+   * budget: on one graph asked for budgets in any order, each answer is the one a fresh graph
+   * gives, simulations counted alike.
+   */
+  @Test
+  void bestEffortAnswersEveryBudgetAsAFreshGraphDoes() {
+    DataflowGraph shared = layers(10);
+    long full = RecomputePlanner.peak(shared, RecomputePlan.empty());
+    double[] fractions = {0.9, 0.5, 0.7, 0.3, 0.95, 0.6};
+    int groupsSeen = 0;
+    for (double f : fractions) {
+      long budget = (long) (full * f);
+      RecomputePlanner.Result a = RecomputePlanner.bestEffort(shared, budget, 1.0);
+      RecomputePlanner.Result b = RecomputePlanner.bestEffort(layers(10), budget, 1.0);
+      assertThat(a.plan()).isEqualTo(b.plan());
+      assertThat(a.predictedPeak()).isEqualTo(b.predictedPeak());
+      assertThat(a.simulations()).isEqualTo(b.simulations());
+      groupsSeen = Math.max(groupsSeen, a.plan().groups().size());
+    }
+    assertThat(groupsSeen).isGreaterThan(2);
   }
 }

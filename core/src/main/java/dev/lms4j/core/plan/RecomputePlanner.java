@@ -102,33 +102,80 @@ public final class RecomputePlanner {
    */
   public static Result bestEffort(DataflowGraph g, long budget, double memRatio) {
     long available = (long) (budget * memRatio);
-    long peak = peak(g, RecomputePlan.empty());
+    Greedy walk = g.derived(GREEDY, Greedy::new);
+    long peak;
     int sims = 1;
-    if (peak <= available) {
-      LOG.info("[LMS][0] Recomputation is not necessary (simulated peak {} MiB).", peak >> 20);
-      return new Result(RecomputePlan.empty(), false, peak, sims);
-    }
-    List<RecomputePlan.Group> all = new ArrayList<>(groups(g,
-        op -> CHEAP_OPS.contains(op.type())));
-    all.sort(Comparator.comparingLong(RecomputePlan.Group::bytes).reversed()
-        .thenComparing(RecomputePlan.Group::name));
     List<RecomputePlan.Group> chosen = new ArrayList<>();
-    for (RecomputePlan.Group gr : all) {
+    synchronized (walk) {
+      peak = walk.start();
       if (peak <= available) {
-        break;
+        LOG.info("[LMS][0] Recomputation is not necessary (simulated peak {} MiB).", peak >> 20);
+        return new Result(RecomputePlan.empty(), false, peak, sims);
       }
-      chosen.add(gr);
-      long p = peak(g, new RecomputePlan(chosen));
-      sims++;
-      if (p < peak) {
-        peak = p;
-      } else {
-        chosen.remove(chosen.size() - 1);
+      for (int i = 0; i < walk.all().size(); i++) {
+        if (peak <= available) {
+          break;
+        }
+        long p = walk.peakAfter(i, chosen);
+        sims++;
+        if (p < peak) {
+          peak = p;
+        } else {
+          chosen.remove(chosen.size() - 1);
+        }
       }
     }
     LOG.info("[LMS][0] Recomputing {} groups ({} ops): simulated peak {} MiB ({} simulations)",
         chosen.size(), chosen.stream().mapToInt(gr -> gr.ops().size()).sum(), peak >> 20, sims);
     return new Result(new RecomputePlan(chosen), true, peak, sims);
+  }
+
+  private static final Object GREEDY = new Object();
+
+  /**
+   * {@link #bestEffort}'s walk over a graph's groups, largest first: each group is added where
+   * it lowers the simulated peak. Which groups it keeps does not depend on the budget, only
+   * where it stops does, so the peaks simulated so far are kept with the graph
+   * ({@link DataflowGraph#derived}) and a later call (the allocator check plans again at other
+   * memory ratios) walks them again without simulating.
+   */
+  private static final class Greedy {
+    private final DataflowGraph g;
+    private final List<RecomputePlan.Group> all;
+    /** The simulated peak after each group was tried (with the groups kept before it). */
+    private final List<Long> peaks = new ArrayList<>();
+    private long start = -1;
+
+    Greedy(DataflowGraph g) {
+      this.g = g;
+      this.all = new ArrayList<>(groups(g, op -> CHEAP_OPS.contains(op.type())));
+      all.sort(Comparator.comparingLong(RecomputePlan.Group::bytes).reversed()
+          .thenComparing(RecomputePlan.Group::name));
+    }
+
+    List<RecomputePlan.Group> all() {
+      return all;
+    }
+
+    /** The simulated peak with no group recomputed. */
+    long start() {
+      if (start < 0) {
+        start = peak(g, RecomputePlan.empty());
+      }
+      return start;
+    }
+
+    /**
+     * Adds group {@code i} to {@code chosen} (the groups kept of those before it) and returns
+     * the simulated peak with them all recomputed.
+     */
+    long peakAfter(int i, List<RecomputePlan.Group> chosen) {
+      chosen.add(all.get(i));
+      if (i == peaks.size()) {
+        peaks.add(peak(g, new RecomputePlan(chosen)));
+      }
+      return peaks.get(i);
+    }
   }
 
   /** Simulated peak of {@code g} with {@code plan} applied, on the levelled schedule. */
