@@ -47,17 +47,23 @@ final class HybridEvaluator {
   private RecomputePlan lastRecompute;
   private DataflowGraph lastRecomputed;
   /**
-   * Simulations already made, by their plans and the number of candidates then known (the
-   * candidates alive at the peak are read from those): the refinements try many decision sets
-   * the search (or an earlier refinement) already simulated. Least recently used first.
+   * The peaks and candidates alive at them of the decision sets already simulated, by the
+   * option each candidate chose ({@link #decisions}): the refinements try many decision sets the
+   * search (or an earlier refinement) already simulated. The plans are a function of the
+   * decisions, so only what the simulation found is kept (a few KB a set). Least recently used
+   * first out.
    */
-  private final Map<List<Object>, Sim> seen = new java.util.LinkedHashMap<>(256, 0.75f, true) {
+  private final Map<String, Remembered> seen = new java.util.LinkedHashMap<>(256, 0.75f, true) {
     @Override
-    protected boolean removeEldestEntry(Map.Entry<List<Object>, Sim> e) {
+    protected boolean removeEldestEntry(Map.Entry<String, Remembered> e) {
       return size() > SEEN_MAX;
     }
   };
   private static final int SEEN_MAX = 4096;
+
+  /** What a simulation of a decision set found. */
+  private record Remembered(long peak, List<TensorId> liveAtPeak) {}
+
   private int repeats;
 
   HybridEvaluator(DataflowGraph g, HybridState state, TensorPolicy policy, Tier tier,
@@ -126,18 +132,27 @@ final class HybridEvaluator {
   /** Builds the plans of the current decisions and simulates them; null on a cycle. */
   Sim simulate() {
     simulations++;
-    RecomputePlan rp0 = recomputePlan();
-    SwapPlan sp0 = swapPlan(rp0);
-    List<Object> key = List.of(rp0, sp0, state.candidates.size());
-    if (seen.containsKey(key)) {
+    String key = decisions();
+    Remembered m = seen.get(key);
+    if (m != null) {
       repeats++;
-      return seen.get(key);
+      RecomputePlan rp = recomputePlan();
+      return new Sim(m.peak(), m.liveAtPeak(), swapPlan(rp), rp);
     }
     Sim s = simulateNew();
     if (s != null) {
-      seen.put(key, s);
+      seen.put(key, new Remembered(s.peak(), List.copyOf(s.liveAtPeak())));
     }
     return s;
+  }
+
+  /** The decision set: per candidate (in discovery order), the option chosen (0: kept). */
+  private String decisions() {
+    char[] k = new char[state.candidates.size()];
+    for (int i = 0; i < k.length; i++) {
+      k[i] = (char) (state.candidates.get(i).chosen + 1);
+    }
+    return new String(k);
   }
 
   private Sim simulateNew() {
