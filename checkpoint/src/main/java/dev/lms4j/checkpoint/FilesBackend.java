@@ -57,7 +57,7 @@ final class FilesBackend implements CheckpointBackend {
     this.root = root;
     this.keep = keep;
     this.fsync = fsync;
-    CheckpointDirs.open(root);
+    CheckpointDirs.open(root, keep);
     AtomicInteger n = new AtomicInteger();
     this.pool = Executors.newFixedThreadPool(threads, r -> {
       Thread t = new Thread(r, "lms4j-files-" + n.incrementAndGet());

@@ -12,7 +12,8 @@ import java.util.Set;
  * <ul>
  *   <li>{@code dir} (required): the root directory; checkpoints are {@code dir/ckpt-<step>/}
  *       holding {@code manifest.json} and {@code t00000.bin}, ...</li>
- *   <li>{@code keep} (default 5): how many complete checkpoints to keep, 0 = all</li>
+ *   <li>{@code keep} (default 5): how many complete checkpoints to keep, 0 = all (enforced after
+ *       each save and when the backend is opened)</li>
  *   <li>{@code threads} (default 4): writer/reader threads (mostly waiting on I/O)</li>
  *   <li>{@code fsync} (default true): fsync files and directories (false only for tests and
  *       benchmarks of the page cache: a crash of the machine may then lose checkpoints)</li>

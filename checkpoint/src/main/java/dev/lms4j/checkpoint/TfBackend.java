@@ -78,7 +78,7 @@ final class TfBackend implements CheckpointBackend {
     this.keep = keep;
     this.prefixName = prefixName;
     this.fsync = fsync;
-    CheckpointDirs.open(root);
+    CheckpointDirs.open(root, keep);
   }
 
   @Override

@@ -15,10 +15,10 @@ import org.tensorflow.Session;
 
 /**
  * What every checkpoint backend promises, run against each one by a subclass: bit-identical
- * round trips of every dtype (with step and metadata), keep-N, a step saved again replaces the
- * old one, the next step after the latest, a flipped byte refused naming the checkpoint, a
- * missing tensor named, unknown parameters refused, and {@code close()} idempotent with a closed
- * backend refusing work. Backend-specific layouts are tested in the subclasses.
+ * round trips of every dtype (with step and metadata), keep-N (also at open), a step saved again
+ * replaces the old one, the next step after the latest, a flipped byte refused naming the
+ * checkpoint, a missing tensor named, unknown parameters refused, and {@code close()} idempotent
+ * with a closed backend refusing work. Backend-specific layouts are tested in the subclasses.
  */
 abstract class CheckpointBackendContractTest {
   @TempDir Path dir;
@@ -73,6 +73,31 @@ abstract class CheckpointBackendContractTest {
       assertThat(b.list()).extracting(CheckpointInfo::step).containsExactly(40L, 50L);
       assertThat(Checkpoints.save(s, names, b).step()).isEqualTo(51);
       assertThat(b.list()).extracting(CheckpointInfo::step).containsExactly(50L, 51L);
+    }
+  }
+
+  /**
+   * A writer killed between publishing a checkpoint and removing the oldest leaves one too many;
+   * two such kills in a row left five checkpoints in a keep-last-3 directory
+   * ({@code CrashSafetyTest}). Opened with keep=N, the backend keeps the newest N at once.
+   */
+  @Test
+  void openingWithKeepNTrimsWhatAKilledWriterLeft() throws IOException {
+    List<String> names = TestGraphs.names();
+    try (Graph g = TestGraphs.allDtypes(); Session s = new Session(g)) {
+      s.run("init_a");
+      try (CheckpointBackend all = open("keep=0")) {
+        for (long step = 1; step <= 5; step++) {
+          Checkpoints.save(s, names, step, Map.of(), all);
+        }
+        assertThat(all.list()).hasSize(5);
+      }
+      try (CheckpointBackend b = open("keep=3")) {
+        assertThat(b.list()).extracting(CheckpointInfo::step).containsExactly(3L, 4L, 5L);
+      }
+      try (CheckpointBackend b = open("keep=0")) {
+        assertThat(b.list()).extracting(CheckpointInfo::step).containsExactly(3L, 4L, 5L);
+      }
     }
   }
 
