@@ -498,24 +498,70 @@ public final class DataflowGraph {
   }
 
   /**
-   * {@code topologicalOrder(Comparator.naturalOrder())} on a heap of plain ints: every graph a
-   * planner simulates is built with it (thousands per plan).
+   * {@code topologicalOrder(Comparator.naturalOrder())}, with the ready ops on a heap of plain
+   * ints: every graph a planner simulates is built with it (thousands per plan).
    */
   private int[] computeTopoOrder() {
-    int n = ops.size();
-    int[] indeg = new int[n];
-    int[] heap = new int[n];
-    int size = 0;
-    for (int i = 0; i < n; i++) {
-      indeg[i] = preds[i].length;
-      if (indeg[i] == 0) {
-        heap[size++] = i; // ascending: already a heap
+    return kahn(new IdHeap(ops.size()));
+  }
+
+  /**
+   * A topological order (Kahn's algorithm) taking, among the ready ops, the first by
+   * {@code first} (ties must be broken by it: give a total order, e.g. ending with the id).
+   *
+   * @throws IllegalArgumentException when the graph has a cycle
+   */
+  public int[] topologicalOrder(Comparator<Integer> first) {
+    java.util.PriorityQueue<Integer> q = new java.util.PriorityQueue<>(first);
+    return kahn(new Ready() {
+      @Override
+      public void add(int v) {
+        q.add(v);
       }
+
+      @Override
+      public int poll() {
+        return q.poll();
+      }
+
+      @Override
+      public boolean isEmpty() {
+        return q.isEmpty();
+      }
+    });
+  }
+
+  /** The ops ready to run, in the order {@link #kahn} takes them. */
+  private interface Ready {
+    void add(int v);
+
+    int poll();
+
+    boolean isEmpty();
+  }
+
+  /** Ready op ids, the smallest first: a binary min-heap of plain ints. */
+  private static final class IdHeap implements Ready {
+    private final int[] heap;
+    private int size;
+
+    IdHeap(int capacity) {
+      heap = new int[capacity];
     }
-    int[] order = new int[n];
-    int k = 0;
-    while (size > 0) {
-      int v = heap[0];
+
+    @Override
+    public void add(int v) {
+      int j = size++;
+      while (j > 0 && heap[(j - 1) / 2] > v) {
+        heap[j] = heap[(j - 1) / 2];
+        j = (j - 1) / 2;
+      }
+      heap[j] = v;
+    }
+
+    @Override
+    public int poll() {
+      int top = heap[0];
       int last = heap[--size];
       int i = 0;
       while (true) {
@@ -535,38 +581,21 @@ public final class DataflowGraph {
       if (size > 0) {
         heap[i] = last;
       }
-      order[k++] = v;
-      for (int s : succs[v]) {
-        if (--indeg[s] == 0) {
-          int j = size++;
-          while (j > 0 && heap[(j - 1) / 2] > s) {
-            heap[j] = heap[(j - 1) / 2];
-            j = (j - 1) / 2;
-          }
-          heap[j] = s;
-        }
-      }
+      return top;
     }
-    if (k != n) {
-      return topologicalOrder(Comparator.naturalOrder()); // throws, naming the cycle
+
+    @Override
+    public boolean isEmpty() {
+      return size == 0;
     }
-    return order;
   }
 
-  /**
-   * A topological order (Kahn's algorithm) taking, among the ready ops, the first by
-   * {@code first} (ties must be broken by it: give a total order, e.g. ending with the id).
-   *
-   * @throws IllegalArgumentException when the graph has a cycle
-   */
-  public int[] topologicalOrder(Comparator<Integer> first) {
+  /** Kahn's algorithm, taking the ready ops in {@code ready}'s order. */
+  private int[] kahn(Ready ready) {
     int n = ops.size();
     int[] indeg = new int[n];
     for (int i = 0; i < n; i++) {
       indeg[i] = preds[i].length;
-    }
-    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(first);
-    for (int i = 0; i < n; i++) {
       if (indeg[i] == 0) {
         ready.add(i);
       }
