@@ -1,6 +1,7 @@
 package dev.lms4j.core.memory;
 
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.graph.OpTypes;
 import dev.lms4j.core.graph.Tensor;
@@ -39,7 +40,19 @@ import dev.lms4j.core.graph.Tensor;
  * the one given ({@code docs/bench/fidelity.md} measures what that leaves).
  */
 public final class MemorySimulator {
+  private static final Object LEVELLED_PEAK = new Object();
+
   private MemorySimulator() {}
+
+  /**
+   * The simulated peak of {@code g} on its levelled schedule ({@link Levels#schedule()}), once
+   * per graph ({@link DataflowGraph#derived}): the planners ask for the peak of the graph as
+   * given again and again (each mode's "before", the recompute planner's walk, every re-plan of
+   * the allocator check).
+   */
+  public static long levelledPeak(DataflowGraph g) {
+    return g.derived(LEVELLED_PEAK, x -> simulate(x, Levels.of(x).schedule()).peakBytes());
+  }
 
   /**
    * Simulates {@code order} (a topological order of all of {@code g}'s ops).

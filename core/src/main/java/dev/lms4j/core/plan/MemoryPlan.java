@@ -1,7 +1,6 @@
 package dev.lms4j.core.plan;
 
 import dev.lms4j.core.graph.DataflowGraph;
-import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.memory.MemorySimulator;
 import java.util.ArrayList;
 import java.util.List;
@@ -103,8 +102,7 @@ public record MemoryPlan(String planner, List<RecomputePlan> recomputeStages, Sw
 
   /** Simulated peak of {@code g} with the plan applied, on the levelled schedule. */
   public long simulatePeak(DataflowGraph g) {
-    DataflowGraph r = applyTo(g);
-    return MemorySimulator.simulate(r, Levels.of(r).schedule()).peakBytes();
+    return MemorySimulator.levelledPeak(applyTo(g));
   }
 
   /** Predicted step time of {@code g} with the plan, milliseconds. */

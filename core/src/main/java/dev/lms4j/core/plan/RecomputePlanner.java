@@ -102,16 +102,15 @@ public final class RecomputePlanner {
    */
   public static Result bestEffort(DataflowGraph g, long budget, double memRatio) {
     long available = (long) (budget * memRatio);
-    Greedy walk = g.derived(GREEDY, Greedy::new);
-    long peak;
+    long peak = peak(g, RecomputePlan.empty());
     int sims = 1;
+    if (peak <= available) {
+      LOG.info("[LMS][0] Recomputation is not necessary (simulated peak {} MiB).", peak >> 20);
+      return new Result(RecomputePlan.empty(), false, peak, sims);
+    }
+    Greedy walk = g.derived(GREEDY, Greedy::new);
     List<RecomputePlan.Group> chosen = new ArrayList<>();
     synchronized (walk) {
-      peak = walk.start();
-      if (peak <= available) {
-        LOG.info("[LMS][0] Recomputation is not necessary (simulated peak {} MiB).", peak >> 20);
-        return new Result(RecomputePlan.empty(), false, peak, sims);
-      }
       for (int i = 0; i < walk.all().size(); i++) {
         if (peak <= available) {
           break;
@@ -144,7 +143,6 @@ public final class RecomputePlanner {
     private final List<RecomputePlan.Group> all;
     /** The simulated peak after each group was tried (with the groups kept before it). */
     private final List<Long> peaks = new ArrayList<>();
-    private long start = -1;
 
     Greedy(DataflowGraph g) {
       this.g = g;
@@ -155,14 +153,6 @@ public final class RecomputePlanner {
 
     List<RecomputePlan.Group> all() {
       return all;
-    }
-
-    /** The simulated peak with no group recomputed. */
-    long start() {
-      if (start < 0) {
-        start = peak(g, RecomputePlan.empty());
-      }
-      return start;
     }
 
     /**
@@ -180,8 +170,7 @@ public final class RecomputePlanner {
 
   /** Simulated peak of {@code g} with {@code plan} applied, on the levelled schedule. */
   public static long peak(DataflowGraph g, RecomputePlan plan) {
-    DataflowGraph r = RecomputeApplier.apply(g, plan);
-    return MemorySimulator.simulate(r, Levels.of(r).schedule()).peakBytes();
+    return MemorySimulator.levelledPeak(RecomputeApplier.apply(g, plan));
   }
 
   /** True when an op may be recomputed at all (the tensor policy's built-in rule). */

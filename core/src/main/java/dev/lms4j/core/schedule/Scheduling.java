@@ -91,7 +91,7 @@ public final class Scheduling {
 
   /** Simulated peak of {@code g} in its levelled order. */
   public static long levelledPeak(DataflowGraph g) {
-    return MemorySimulator.simulate(g, Levels.of(g).schedule()).peakBytes();
+    return MemorySimulator.levelledPeak(g);
   }
 
   /** {@link #apply(DataflowGraph, Scheduler, double)} with {@link #MIN_GAIN}. */
