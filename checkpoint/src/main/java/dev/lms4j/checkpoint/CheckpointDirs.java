@@ -91,7 +91,7 @@ final class CheckpointDirs {
   }
 
   /** Creates root if needed and removes what an interrupted writer left behind. */
-  static void open(Path root) throws IOException {
+  private static void open(Path root) throws IOException {
     Files.createDirectories(root);
     List<Path> leftovers = new ArrayList<>();
     try (DirectoryStream<Path> ds = Files.newDirectoryStream(root, ".{tmp,del,old}-*")) {
