@@ -69,6 +69,9 @@ public final class GraphImporter {
    * under the initializer's name, with a persistent output, resident for every step: the
    * allocator replay allocates them before the step. An empty {@code runOps} keeps every op.
    *
+   * <p>The graphs made lately are kept ({@link ImportCache}): importing the same GraphDef again
+   * with the same arguments returns the same (immutable) graph model.
+   *
    * <p>The graph's kernels reuse buffers as TensorFlow's do
    * ({@link DataflowGraph#inPlaceReuse()}), and its feeds live in host memory
    * ({@link DataflowGraph#hostFeeds()}) unless an op is placed on a GPU: TensorFlow's CPU
@@ -80,10 +83,13 @@ public final class GraphImporter {
    */
   public static DataflowGraph importGraph(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
-    DataflowGraph g = importAsWritten(gd, feedShapes, batchSize, backwardScope, runOps);
-    // only where the ops a step fetches are known: grappler never absorbs a fetched op
-    return runOps.isEmpty() ? g
-        : Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
+    return ImportCache.get(ImportCache.key(true, gd, feedShapes, batchSize, backwardScope,
+        runOps), () -> {
+          DataflowGraph g = importAsWritten(gd, feedShapes, batchSize, backwardScope, runOps);
+          // only where the ops a step fetches are known: grappler never absorbs a fetched op
+          return runOps.isEmpty() ? g
+              : Reassociation.regroup(g, preserved(runOps), ProductGroups.tagged(gd));
+        });
   }
 
   /** The op names of {@code runOps} (tensor or op names): what grappler must not rewrite. */
@@ -100,6 +106,12 @@ public final class GraphImporter {
    * GraphDef has them (not grouped as grappler will group them).
    */
   static DataflowGraph importAsWritten(GraphDef gd, Map<String, long[]> feedShapes,
+      int batchSize, String backwardScope, java.util.Set<String> runOps) {
+    return ImportCache.get(ImportCache.key(false, gd, feedShapes, batchSize, backwardScope,
+        runOps), () -> importNow(gd, feedShapes, batchSize, backwardScope, runOps));
+  }
+
+  private static DataflowGraph importNow(GraphDef gd, Map<String, long[]> feedShapes,
       int batchSize, String backwardScope, java.util.Set<String> runOps) {
     GraphDef shaped = withFeedShapes(gd, feedShapes);
     java.util.Set<String> keep = runOps.isEmpty() ? null : ancestors(shaped, runOps);

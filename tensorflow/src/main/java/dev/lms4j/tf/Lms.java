@@ -840,8 +840,14 @@ public final class Lms {
       Set<String> runOps) {
     DataflowGraph m = GraphImporter.importGraph(gd, feedShapes, params.batchSize(),
         backwardScope, runOps);
-    return scratch.isEmpty() ? m : m.withScratch(scratch);
+    // kept with the imported graph (which the importer keeps too), so that planning the same
+    // graph again with the same scratch reuses what was derived from it
+    return scratch.isEmpty() ? m
+        : m.derived(new WithScratch(Map.copyOf(scratch)), g -> g.withScratch(scratch));
   }
+
+  /** The key of a graph's copy with {@code scratch} among its derived values. */
+  private record WithScratch(Map<String, Long> scratch) {}
 
   /** The planning context for {@code model} (the tensor policy from {@link PolicySources}). */
   private PlanningContext context(GraphDef gd, DataflowGraph model) {
