@@ -13,6 +13,7 @@ import dev.lms4j.core.memory.MemorySimulator;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.PlanningException;
 import dev.lms4j.tf.GraphImporter;
+import dev.lms4j.tf.InitNeeds;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsResult;
 import dev.lms4j.tf.Manifest;
@@ -212,6 +213,7 @@ public final class Fidelity {
         .put("allocator_bytes", allocatorMin(estimated, null))
         .put("allocator_measured_scratch_bytes",
             allocatorMin(estimated.withScratch(trace.scratchByOp()), null));
+    predictInit(none, tg.graphDef(), tg.manifest());
     ArrayNode top = node.putArray("top_gaps");
     for (Row r : cmp.rows.subList(0, Math.min(TOP, cmp.rows.size()))) {
       top.addObject().put("op", r.op).put("type", r.type).put("predicted_old", r.old)
@@ -405,6 +407,20 @@ public final class Fidelity {
         .put("allocator_measured_scratch_bytes",
             allocatorMin(g.withScratch(trace.scratchByOp()), lr.memoryPlan(), lr.initLayout(),
                 steps));
+    predictInit(plan, lr.graphDef(), m);
+  }
+
+  /**
+   * What the init run of {@code gd} alone needs of the allocator model ({@link InitNeeds}), in
+   * the best order and in the graph's own, where the manifest names an init op.
+   */
+  static void predictInit(ObjectNode row, org.tensorflow.proto.GraphDef gd, Manifest m) {
+    BfcReplay.InitNeed need = InitNeeds.of(gd, m, -1,
+        GraphImporter.DEFAULT_BACKWARD_SCOPE);
+    if (need != null && need.bestMib() > 0) {
+      row.put("predicted_init_bytes", need.bestMib() << 20)
+          .put("predicted_init_graph_order_bytes", Math.max(0, need.graphOrderMib()) << 20);
+    }
   }
 
   /**
@@ -684,9 +700,16 @@ public final class Fidelity {
             + "planner at the first of ").append(root.path("plan_fractions").asText())
         .append(" of the no-LMS minimum it plans for; its rewritten graph's smallest budget "
             + "bisected.\n\n");
-    md.append("| graph | method | real min | old | est | meas | alloc | alloc+meas "
-        + "| traced peak (+scratch) | largest scratch |\n"
-        + "|---|---|---|---|---|---|---|---|---|---|\n");
+    md.append("**init**: what the init run alone needs of the allocator model "
+        + "(`BfcReplay.replayInit`: variables hold memory from their assignment, taking their "
+        + "value's buffer over where nobody reads it after; the initializers' temporaries come "
+        + "and go), in the order that runs the smallest ready op first (about the least any "
+        + "order needs), and in brackets in the executor's order over the graph's own "
+        + "(TensorFlow's varies between processes); **run**: the larger of alloc and init in "
+        + "the graph's order, the model's need for init and the steps.\n\n");
+    md.append("| graph | method | real min | old | est | meas | alloc | alloc+meas | init "
+        + "| run | traced peak (+scratch) | largest scratch |\n"
+        + "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (var g : root.path("graphs")) {
       for (String m : List.of("no_lms", "auto")) {
         var r = g.path(m);
@@ -699,7 +722,7 @@ public final class Fidelity {
                 + (r.has("planner") ? " (" + r.path("planner").asText() + ")" : ""))
             .append(" | ");
         if (r.has("error")) {
-          md.append(r.path("error").asText()).append(" |||||||\n");
+          md.append(r.path("error").asText()).append(" |||||||||\n");
           continue;
         }
         long real = r.path("min_budget_mib").asLong();
@@ -717,6 +740,19 @@ public final class Fidelity {
             md.append(String.format(Locale.ROOT, " (%+.0f%%)", 100 * (mib(p) / real - 1)));
           }
           md.append(" | ");
+        }
+        if (r.has("predicted_init_bytes")) {
+          long init = r.path("predicted_init_bytes").asLong();
+          long inGraphOrder = r.path("predicted_init_graph_order_bytes").asLong();
+          long run = Math.max(inGraphOrder, r.path("allocator_bytes").asLong());
+          md.append(String.format(Locale.ROOT, "%.1f [%.1f] | %.1f", mib(init),
+              mib(inGraphOrder), mib(run)));
+          if (real > 0) {
+            md.append(String.format(Locale.ROOT, " (%+.0f%%)", 100 * (mib(run) / real - 1)));
+          }
+          md.append(" | ");
+        } else {
+          md.append("- | - | ");
         }
         md.append(m.equals("no_lms") ? String.format(Locale.ROOT, "%.1f (%.1f) | %.1f MiB |%n",
             mib(g.path("traced_peak_bytes").asLong()),

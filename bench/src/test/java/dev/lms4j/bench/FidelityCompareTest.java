@@ -167,6 +167,35 @@ class FidelityCompareTest {
         + "102.0 (+2%) |");
   }
 
+  /**
+   * The init column: init alone in the best order [in the graph's order], and the run's need
+   * (the larger of init in the graph's order and the step's allocator need) against the real
+   * minimum.
+   */
+  @Test
+  void markdownShowsInitsNeedAndTheRunsBesideTheSteps() {
+    ObjectNode root = root();
+    ObjectNode g = root.putArray("graphs").addObject().put("graph", "init-heavy (bench)")
+        .put("traced_peak_bytes", 133 * MIB).put("traced_peak_with_scratch_bytes", 133 * MIB)
+        .put("largest_traced_scratch_bytes", 0);
+    g.putObject("no_lms").put("min_budget_mib", 236).put("predicted_old_bytes", 102 * MIB)
+        .put("predicted_new_bytes", 102 * MIB).put("predicted_measured_scratch_bytes", 102 * MIB)
+        .put("allocator_bytes", 134 * MIB).put("allocator_measured_scratch_bytes", 134 * MIB)
+        .put("predicted_init_bytes", 228 * MIB)
+        .put("predicted_init_graph_order_bytes", 259 * MIB);
+    ObjectNode light = root.withArray("graphs").addObject().put("graph", "lstm (bench)")
+        .put("traced_peak_bytes", 170 * MIB).put("traced_peak_with_scratch_bytes", 170 * MIB)
+        .put("largest_traced_scratch_bytes", 0);
+    light.putObject("no_lms").put("min_budget_mib", 180).put("predicted_old_bytes", 170 * MIB)
+        .put("predicted_new_bytes", 170 * MIB).put("predicted_measured_scratch_bytes", 170 * MIB)
+        .put("allocator_bytes", 180 * MIB).put("allocator_measured_scratch_bytes", 180 * MIB)
+        .put("predicted_init_bytes", 4 * MIB).put("predicted_init_graph_order_bytes", 6 * MIB);
+    String md = Fidelity.markdown(root);
+    assertThat(md).contains("| 134.0 (-43%) | 134.0 (-43%) | 228.0 [259.0] | 259.0 (+10%) | "
+        + "133.0 (133.0) |");
+    assertThat(md).contains("| 180.0 (+0%) | 180.0 (+0%) | 4.0 [6.0] | 180.0 (+0%) | ");
+  }
+
   /** The result files name the graphs a run was given as the options that select them. */
   @Test
   void recordedCommandNamesTheGraphsGiven() {

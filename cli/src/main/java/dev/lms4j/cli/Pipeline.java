@@ -3,6 +3,7 @@ package dev.lms4j.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.lms4j.core.graph.DataflowGraph;
+import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.core.plan.LmsMode;
 import dev.lms4j.core.plan.MemoryPlan;
 import dev.lms4j.core.plan.PlanningException;
@@ -14,6 +15,7 @@ import dev.lms4j.core.report.Report;
 import dev.lms4j.core.report.Sizes;
 import dev.lms4j.tf.GraphImporter;
 import dev.lms4j.tf.GraphStats;
+import dev.lms4j.tf.InitNeeds;
 import dev.lms4j.tf.Lms;
 import dev.lms4j.tf.LmsBuilder;
 import dev.lms4j.tf.LmsResult;
@@ -139,6 +141,7 @@ final class Pipeline {
       if (lms.initLayout() != null) {
         out.println("Init order: " + lms.initLayout().describe());
       }
+      initNeed(tg, o, params.batchSize(), budget, report, out);
       if (steps <= 0) {
         return new Outcome(report, toRun, lms, null, 0);
       }
@@ -160,6 +163,36 @@ final class Pipeline {
       if (tmpSwap != null) {
         deleteTree(tmpSwap);
       }
+    }
+  }
+
+  /**
+   * What init as written alone needs of the allocator model ({@link InitNeeds}), in the report
+   * ({@code init_need}); a line where it needs more than the budget in the graph's own order
+   * (and so in TensorFlow's, some of the time): the initializers' temporaries set that floor,
+   * which no plan of the step lowers.
+   */
+  static void initNeed(TrainingGraph tg, LmsOptions o, int batchSize, long budget,
+      Report report, PrintStream out) {
+    // the batch size the planner imported the step with: the same graph model, kept
+    BfcReplay.InitNeed need = InitNeeds.of(tg.graphDef(), tg.manifest(), batchSize,
+        o.backwardScope());
+    if (need == null || need.bestMib() <= 0) {
+      return;
+    }
+    report.extra("init_need").put("best_bytes", need.bestMib() << 20)
+        .put("graph_order_bytes", Math.max(0, need.graphOrderMib()) << 20);
+    long inGraphOrder = need.graphOrderMib() > 0 ? need.graphOrderMib() << 20 : Long.MAX_VALUE;
+    if (budget > 0 && inGraphOrder > budget) {
+      out.printf(Locale.ROOT, "Init alone needs %d to %s MiB of TensorFlow's allocator as "
+          + "written (in the best order, and in the graph's own; TensorFlow's order varies "
+          + "between processes): its initializers' temporaries, %s the %s budget, which no plan "
+          + "of the step lowers%s%n", need.bestMib(),
+          need.graphOrderMib() > 0 ? String.valueOf(need.graphOrderMib()) : "more than 65536",
+          need.bestMib() << 20 > budget ? "more than" : "in some orders more than",
+          Sizes.mib(budget), o.mode() == LmsMode.OFF ? ""
+              : " (run and train probe it: where init runs out of memory, the variable whose "
+              + "initializer failed is created last, in one region)");
     }
   }
 

@@ -140,6 +140,31 @@ class CliTest {
     assertThat(err).contains("smallest budget");
   }
 
+  /**
+   * corpus init-heavy (benchmark size): its init holds two 97.7 MiB draws at once, which the
+   * step's prediction (102 MiB) does not see; analyze says what init alone needs and that the
+   * plan cannot lower it (TensorFlow needs 232 to 275 MiB for the graph as given).
+   */
+  @Test
+  void analyzeSaysWhereInitAloneNeedsMoreThanTheBudget() throws Exception {
+    Path report = dir.resolve("init.json");
+    assertThat(run("analyze", "--model", "corpus:init-heavy", "-o", "size=bench", "--budget",
+        "200MiB", "--report", report.toString())).as(err).isEqualTo(0);
+    assertThat(out).contains("Init alone needs ").contains("more than the 200.0 MiB "
+        + "budget, which no plan of the step lowers");
+    JsonNode need = new ObjectMapper().readTree(report.toFile()).get("init_need");
+    assertThat(need.get("best_bytes").asLong()).isGreaterThan(200L << 20);
+    assertThat(need.get("graph_order_bytes").asLong())
+        .isGreaterThanOrEqualTo(need.get("best_bytes").asLong());
+    // where the budget covers init, nothing is said; the report still has the figure
+    Path fits = dir.resolve("fits.json");
+    assertThat(run("analyze", "--model", "corpus:init-heavy", "-o", "size=bench", "--budget",
+        "300MiB", "--report", fits.toString())).as(err).isEqualTo(0);
+    assertThat(out).doesNotContain("Init alone");
+    assertThat(new ObjectMapper().readTree(fits.toFile()).get("init_need").get("best_bytes")
+        .asLong()).isEqualTo(need.get("best_bytes").asLong());
+  }
+
   @Test
   void analyzeWritesTheReportContract() throws Exception {
     Path report = dir.resolve("a.json");

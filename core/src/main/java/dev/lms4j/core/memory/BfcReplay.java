@@ -561,6 +561,220 @@ public final class BfcReplay {
     return 0;
   }
 
+  /** The ops that give an uninitialized variable its value in init. */
+  private static final Set<String> INIT_ASSIGNS = Set.of("Assign", "AssignVariableOp");
+
+  /**
+   * Replays the init run alone: {@code init} is the graph model of the ops the init op needs
+   * (variables, their initializers, the optimizer's slot fills). Variables hold no memory until
+   * assigned; an {@code Assign} or {@code AssignVariableOp} whose value's buffer nobody reads
+   * after it takes that buffer over for the variable (TensorFlow's {@code forward_input} where
+   * the reference count is one), else the variable gets a buffer of its own that the value is
+   * copied into; the initializers' temporaries are freed after their last reader, element-wise
+   * kernels reuse their input's buffer in place as in a step. The constants the run's executor
+   * holds (the graph's constants, and {@code held}: what grappler folds into constants, e.g. a
+   * slot's zeros {@code Fill}) are allocated first and never freed.
+   *
+   * @param init  the init run's graph model
+   * @param order a topological order of {@code init}
+   * @param limit the allocator's limit
+   * @param held  names of ops whose outputs the executor holds as constants
+   */
+  public static Result replayInit(DataflowGraph init, int[] order, long limit,
+      Set<String> held) {
+    Allocator bfc = new Allocator(limit);
+    int n = init.size();
+    boolean[] constant = folded(init);
+    for (Op op : init.ops()) {
+      constant[op.id()] |= held.contains(op.name())
+          || MemorySimulator.isPinned(op) && !OpTypes.VARIABLES.contains(op.type())
+          && !(init.hostFeeds() && op.type().equals("Placeholder"));
+      if (constant[op.id()]) {
+        bfc.op = op.name();
+        for (Tensor t : op.outputs()) {
+          if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
+            return bfc.failed(op.name(), t.bytes());
+          }
+        }
+      }
+    }
+    BufferRefs refs = BufferRefs.of(init, true, constant);
+    long[][] chunk = new long[n][];
+    Set<Long> live = new HashSet<>();
+    BufferRefs.Freed free = (o, i) -> {
+      if (chunk[o] != null && live.remove(chunk[o][i])) {
+        bfc.free(chunk[o][i]);
+      }
+    };
+    for (int v : order) {
+      Op op = init.op(v);
+      bfc.op = op.name();
+      chunk[v] = new long[op.outputs().size()];
+      if (!constant[v] && !MemorySimulator.isPinned(op)) {
+        refs.forward(op);
+        if (INIT_ASSIGNS.contains(op.type()) && op.inputs().size() >= 2) {
+          TensorId value = op.inputs().get(1);
+          long bytes = init.tensor(value).bytes();
+          if (refs.lastReadOnce(op, 1)) {
+            TensorId b = refs.bufferOf(value);
+            if (chunk[b.op()] != null) {
+              live.remove(chunk[b.op()][b.output()]); // the variable's now: never freed
+            }
+          } else if (bytes > 0 && bfc.allocate(bytes) < 0) {
+            return bfc.failed(op.name(), bytes);
+          }
+        } else {
+          for (int i = 0; i < op.outputs().size(); i++) {
+            long bytes = op.output(i).bytes();
+            if (refs.allocates(v, i) && bytes > 0) {
+              long at = bfc.allocate(bytes);
+              if (at < 0) {
+                return bfc.failed(op.name(), bytes);
+              }
+              chunk[v][i] = at;
+              live.add(at);
+            }
+          }
+        }
+      }
+      release(refs, op, free);
+    }
+    return new Result(true, bfc.peak, bfc.regions, null, 0, bfc.regions);
+  }
+
+  /**
+   * What the init run alone needs of the allocator ({@link #replayInit}), in whole MiB, in two
+   * orders: TensorFlow's executor order for a graph as given is not the same from one process to
+   * the next (grappler hands it the graph in another node order), and where the initializers'
+   * temporaries are large, the order decides where small tensors find room beside them.
+   *
+   * @param bestMib       in the order that, of the ready ops, runs the one with the smallest
+   *                      outputs first (the small tensors share the first regions, the large
+   *                      ones get regions of their own): about the least any order needs
+   * @param graphOrderMib in the executor's first-in-first-out order over the graph's own order
+   *                      ({@link dev.lms4j.core.graph.ExecutorOrder}, every op unchained)
+   */
+  public record InitNeed(long bestMib, long graphOrderMib) {}
+
+  /**
+   * {@link #smallestInitMib} of {@code init} in the two orders of {@link InitNeed}; -1 in either
+   * where init does not fit under {@code maxMib}.
+   */
+  public static InitNeed initNeed(DataflowGraph init, long maxMib, Set<String> held) {
+    boolean[] all = new boolean[init.size()];
+    Arrays.fill(all, true);
+    int[] fifo = dev.lms4j.core.graph.ExecutorOrder.of(init, init.topologicalOrder(), all);
+    long graphOrder = smallestInitMib(init, fifo, maxMib, held);
+    long best = smallestInitMib(init, smallestFirst(init), maxMib, held);
+    if (best < 0 || graphOrder >= 0 && graphOrder < best) {
+      best = graphOrder;
+    }
+    return new InitNeed(best, graphOrder);
+  }
+
+  /**
+   * A topological order of {@code g} that takes, of the ready ops, the one whose outputs hold the
+   * fewest bytes first (ties: the lower id).
+   */
+  static int[] smallestFirst(DataflowGraph g) {
+    int n = g.size();
+    long[] bytes = new long[n];
+    int[] waiting = new int[n];
+    List<List<Integer>> next = new ArrayList<>();
+    for (int v = 0; v < n; v++) {
+      next.add(new ArrayList<>());
+    }
+    for (Op op : g.ops()) {
+      for (Tensor t : op.outputs()) {
+        bytes[op.id()] += Math.max(0, t.bytes());
+      }
+      Set<Integer> before = new HashSet<>();
+      for (TensorId t : op.inputs()) {
+        before.add(t.op());
+      }
+      for (int c : op.controlInputs()) {
+        before.add(c);
+      }
+      waiting[op.id()] = before.size();
+      for (int b : before) {
+        next.get(b).add(op.id());
+      }
+    }
+    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(
+        Comparator.<Integer>comparingLong(v -> bytes[v]).thenComparingInt(v -> v));
+    for (int v = 0; v < n; v++) {
+      if (waiting[v] == 0) {
+        ready.add(v);
+      }
+    }
+    int[] order = new int[n];
+    int k = 0;
+    while (!ready.isEmpty()) {
+      int v = ready.poll();
+      order[k++] = v;
+      for (int s : next.get(v)) {
+        if (--waiting[s] == 0) {
+          ready.add(s);
+        }
+      }
+    }
+    return order;
+  }
+
+  /** Ops grappler's constant folding evaluates where their inputs are constants. */
+  private static final Set<String> FOLDABLE = Set.of("Identity", "Cast", "Fill", "Reshape",
+      "Pack", "ExpandDims", "Mul", "Add", "AddV2", "Sub", "RealDiv", "Neg", "Maximum",
+      "Minimum");
+  /** Ops that read only their input's static shape: folded whatever their input. */
+  private static final Set<String> SHAPE_OF = Set.of("Shape", "Size", "Rank", "ZerosLike",
+      "OnesLike");
+
+  /**
+   * The ops of {@code g} whose value grappler's constant folding computes before the run (a
+   * constant, or a foldable op of constants or of static shapes): the run's executor holds them
+   * as constants. Random draws and variables are never folded.
+   */
+  private static boolean[] folded(DataflowGraph g) {
+    boolean[] f = new boolean[g.size()];
+    for (int v : g.topologicalOrder()) {
+      Op op = g.op(v);
+      if (OpTypes.CONSTANTS.contains(op.type())) {
+        f[v] = true;
+      } else if (SHAPE_OF.contains(op.type())) {
+        f[v] = op.outputs().stream().allMatch(t -> t.bytes() >= 0);
+      } else if (FOLDABLE.contains(op.type()) && !op.inputs().isEmpty()) {
+        boolean all = true;
+        for (TensorId in : op.inputs()) {
+          all &= f[in.op()];
+        }
+        f[v] = all;
+      }
+    }
+    return f;
+  }
+
+  /**
+   * The smallest limit, in whole MiB up to {@code maxMib}, under which {@link #replayInit} fits,
+   * or -1 when it does not fit under {@code maxMib}.
+   */
+  public static long smallestInitMib(DataflowGraph init, int[] order, long maxMib,
+      Set<String> held) {
+    if (!replayInit(init, order, maxMib << 20, held).fits()) {
+      return -1;
+    }
+    long lo = 0;
+    long hi = maxMib;
+    while (hi - lo > 1) {
+      long mid = (lo + hi) >>> 1;
+      if (replayInit(init, order, mid << 20, held).fits()) {
+        hi = mid;
+      } else {
+        lo = mid;
+      }
+    }
+    return hi;
+  }
+
   /**
    * The smallest limit, in whole MiB up to {@code maxMib}, under which the replay of
    * {@code order} fits, or -1 when it does not fit under {@code maxMib}. Bisection: a larger

@@ -75,7 +75,9 @@ public final class BufferAliases {
    * (on the pooled op's input, which has the output's shape), seen reusing in traced steps.
    */
   private static final Set<String> IN_PLACE_FIRST_OTHER = Set.of("Softmax", "LogSoftmax",
-      "MaxPoolGrad", "MaxPoolGradV2");
+      "MaxPoolGrad", "MaxPoolGradV2",
+      // TensorFlow's ClipOp: forward_input_or_allocate_output({0}, 0, ...) (cwise_op_clip.cc)
+      "ClipByValue");
 
   /** Kernels whose output 1 may take over input 0's buffer: the loss gradient takes the logits. */
   private static final Set<String> IN_PLACE_SECOND_FROM_FIRST = Set.of(

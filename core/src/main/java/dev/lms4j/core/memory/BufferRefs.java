@@ -115,6 +115,11 @@ final class BufferRefs {
     return o;
   }
 
+  /** The buffer tensor {@code t} lives in now (see {@link #buffer}). */
+  TensorId bufferOf(TensorId t) {
+    return buffer(t);
+  }
+
   /**
    * Decides, just before {@code op} runs, whether its outputs take over an input's buffer in
    * place: per output, the first candidate input ({@link BufferAliases#inPlaceCandidates}) whose
