@@ -677,48 +677,14 @@ public final class BfcReplay {
    * fewest bytes first (ties: the lower id).
    */
   static int[] smallestFirst(DataflowGraph g) {
-    int n = g.size();
-    long[] bytes = new long[n];
-    int[] waiting = new int[n];
-    List<List<Integer>> next = new ArrayList<>();
-    for (int v = 0; v < n; v++) {
-      next.add(new ArrayList<>());
-    }
+    long[] bytes = new long[g.size()];
     for (Op op : g.ops()) {
       for (Tensor t : op.outputs()) {
         bytes[op.id()] += Math.max(0, t.bytes());
       }
-      Set<Integer> before = new HashSet<>();
-      for (TensorId t : op.inputs()) {
-        before.add(t.op());
-      }
-      for (int c : op.controlInputs()) {
-        before.add(c);
-      }
-      waiting[op.id()] = before.size();
-      for (int b : before) {
-        next.get(b).add(op.id());
-      }
     }
-    java.util.PriorityQueue<Integer> ready = new java.util.PriorityQueue<>(
-        Comparator.<Integer>comparingLong(v -> bytes[v]).thenComparingInt(v -> v));
-    for (int v = 0; v < n; v++) {
-      if (waiting[v] == 0) {
-        ready.add(v);
-      }
-    }
-    int[] order = new int[n];
-    int k = 0;
-    while (!ready.isEmpty()) {
-      int v = ready.poll();
-      order[k++] = v;
-      for (int s : next.get(v)) {
-        if (--waiting[s] == 0) {
-          ready.add(s);
-        }
-      }
-    }
-    return order;
+    return g.topologicalOrder(Comparator.<Integer>comparingLong(v -> bytes[v])
+        .thenComparingInt(v -> v));
   }
 
   /** Ops grappler's constant folding evaluates where their inputs are constants. */
@@ -759,14 +725,22 @@ public final class BfcReplay {
    */
   public static long smallestInitMib(DataflowGraph init, int[] order, long maxMib,
       Set<String> held) {
-    if (!replayInit(init, order, maxMib << 20, held).fits()) {
+    return smallestFitting(maxMib, mib -> replayInit(init, order, mib << 20, held).fits());
+  }
+
+  /**
+   * The smallest whole MiB up to {@code maxMib} that {@code fits}, by bisection, or -1 where
+   * {@code maxMib} does not.
+   */
+  private static long smallestFitting(long maxMib, java.util.function.LongPredicate fits) {
+    if (!fits.test(maxMib)) {
       return -1;
     }
     long lo = 0;
     long hi = maxMib;
     while (hi - lo > 1) {
       long mid = (lo + hi) >>> 1;
-      if (replayInit(init, order, mid << 20, held).fits()) {
+      if (fits.test(mid)) {
         hi = mid;
       } else {
         lo = mid;
@@ -795,20 +769,7 @@ public final class BfcReplay {
    */
   public static long smallestMib(DataflowGraph g, int[] order, long maxMib, Layout layout,
       int steps) {
-    if (!replay(g, order, maxMib << 20, layout, steps).fits()) {
-      return -1;
-    }
-    long lo = 0;
-    long hi = maxMib;
-    while (hi - lo > 1) {
-      long mid = (lo + hi) >>> 1;
-      if (replay(g, order, mid << 20, layout, steps).fits()) {
-        hi = mid;
-      } else {
-        lo = mid;
-      }
-    }
-    return hi;
+    return smallestFitting(maxMib, mib -> replay(g, order, mib << 20, layout, steps).fits());
   }
 
   /**
