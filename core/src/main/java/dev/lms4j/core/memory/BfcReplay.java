@@ -57,7 +57,8 @@ import java.util.function.Consumer;
  *
  * <p>Not modelled: allocations TensorFlow makes for itself (the session, grappler's constant
  * folding; of the folding, only the first region it grows before a primer made first is),
- * init's temporaries (an initial value computed on the device for a variable kept on the host),
+ * init's temporaries (an initial value computed on the device for a variable kept on the host;
+ * {@link #replayInit} replays the init run on its own),
  * a kernel's temporaries beside its outputs other than its scratch (oneDNN's batch norm
  * allocates one of y/8 bytes at 16 and 32 channels), and the executor's own order (the caller
  * passes the order to replay).
