@@ -188,7 +188,8 @@ final class Pipeline {
           + "written (in the best order, and in the graph's own; TensorFlow's order varies "
           + "between processes): its initializers' temporaries, %s the %s budget, which no plan "
           + "of the step lowers%s%n", need.bestMib(),
-          need.graphOrderMib() > 0 ? String.valueOf(need.graphOrderMib()) : "more than 65536",
+          need.graphOrderMib() > 0 ? String.valueOf(need.graphOrderMib())
+              : "more than " + InitNeeds.MAX_MIB,
           need.bestMib() << 20 > budget ? "more than" : "in some orders more than",
           Sizes.mib(budget), o.mode() == LmsMode.OFF ? ""
               : " (run and train probe it: where init runs out of memory, the variable whose "

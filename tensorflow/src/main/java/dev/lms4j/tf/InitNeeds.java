@@ -1,9 +1,7 @@
 package dev.lms4j.tf;
 
 import dev.lms4j.core.graph.DataflowGraph;
-import dev.lms4j.core.graph.Op;
 import dev.lms4j.core.memory.BfcReplay;
-import java.util.HashSet;
 import java.util.Set;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -13,9 +11,9 @@ import org.tensorflow.proto.GraphDef;
  * What a graph's init run alone needs of TensorFlow's allocator ({@link BfcReplay#initNeed}):
  * the floor a graph whose initializers hold large temporaries (the corpus init-heavy: two
  * table-sized draws alive at once) sets below every plan of its step, which the step's replay
- * does not see. The init run is the ops the manifest's init op needs; the constants grappler
- * folds out of it are those the step's model holds ({@link InitHeldConstants}) and the Fills
- * and shapes the replay folds itself.
+ * does not see. The init run is the ops the manifest's init op needs; what grappler folds out
+ * of it into held constants (computations of constants and of variables' static shapes) is
+ * {@link InitHeldConstants#folded}.
  *
  * <pre>{@code
  * BfcReplay.InitNeed need = InitNeeds.of(tg.graphDef(), tg.manifest(), -1, "gradients");
@@ -23,8 +21,8 @@ import org.tensorflow.proto.GraphDef;
  */
 public final class InitNeeds {
   private static final Logger LOG = LoggerFactory.getLogger(InitNeeds.class);
-  /** The largest limit tried: 64 GiB. */
-  private static final long MAX_MIB = 64L << 10;
+  /** The largest limit tried, MiB: 64 GiB. */
+  public static final long MAX_MIB = 64L << 10;
 
   private InitNeeds() {}
 
@@ -43,19 +41,9 @@ public final class InitNeeds {
       return null;
     }
     try {
-      Set<String> held = new HashSet<>();
-      if (!m.runOps().isEmpty()) {
-        DataflowGraph step = GraphImporter.importGraph(gd, m.feedShapes(), batchSize,
-            backwardScope, m.runOps());
-        for (Op op : step.ops()) {
-          if (BfcReplay.HELD.equals(op.type())) {
-            held.add(op.name());
-          }
-        }
-      }
       DataflowGraph init = GraphImporter.importGraph(gd, m.feedShapes(), batchSize,
           backwardScope, Set.of(m.init()));
-      return BfcReplay.initNeed(init, MAX_MIB, held);
+      return BfcReplay.initNeed(init, MAX_MIB, InitHeldConstants.folded(gd.getNodeList()));
     } catch (IllegalArgumentException e) {
       LOG.info("[LMS][0] Init's own need not estimated: {}", e.getMessage());
       return null;

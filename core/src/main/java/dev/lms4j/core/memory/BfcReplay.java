@@ -574,20 +574,21 @@ public final class BfcReplay {
    * copied into; the initializers' temporaries are freed after their last reader, element-wise
    * kernels reuse their input's buffer in place as in a step. The constants the run's executor
    * holds (the graph's constants, and {@code held}: what grappler folds into constants, e.g. a
-   * slot's zeros {@code Fill}) are allocated first and never freed.
+   * slot's zeros {@code Fill} of a variable's shape) are allocated first and never freed.
    *
    * @param init  the init run's graph model
    * @param order a topological order of {@code init}
    * @param limit the allocator's limit
-   * @param held  names of ops whose outputs the executor holds as constants
+   * @param held  names of ops whose outputs the executor holds as constants (the caller knows
+   *              the GraphDef: {@code InitHeldConstants.folded})
    */
   public static Result replayInit(DataflowGraph init, int[] order, long limit,
       Set<String> held) {
     Allocator bfc = new Allocator(limit);
     int n = init.size();
-    boolean[] constant = folded(init);
+    boolean[] constant = new boolean[n];
     for (Op op : init.ops()) {
-      constant[op.id()] |= held.contains(op.name())
+      constant[op.id()] = held.contains(op.name())
           || MemorySimulator.isPinned(op) && !OpTypes.VARIABLES.contains(op.type())
           && !(init.hostFeeds() && op.type().equals("Placeholder"));
       if (constant[op.id()]) {
@@ -686,38 +687,6 @@ public final class BfcReplay {
     }
     return g.topologicalOrder(Comparator.<Integer>comparingLong(v -> bytes[v])
         .thenComparingInt(v -> v));
-  }
-
-  /** Ops grappler's constant folding evaluates where their inputs are constants. */
-  private static final Set<String> FOLDABLE = Set.of("Identity", "Cast", "Fill", "Reshape",
-      "Pack", "ExpandDims", "Mul", "Add", "AddV2", "Sub", "RealDiv", "Neg", "Maximum",
-      "Minimum");
-  /** Ops that read only their input's static shape: folded whatever their input. */
-  private static final Set<String> SHAPE_OF = Set.of("Shape", "Size", "Rank", "ZerosLike",
-      "OnesLike");
-
-  /**
-   * The ops of {@code g} whose value grappler's constant folding computes before the run (a
-   * constant, or a foldable op of constants or of static shapes): the run's executor holds them
-   * as constants. Random draws and variables are never folded.
-   */
-  private static boolean[] folded(DataflowGraph g) {
-    boolean[] f = new boolean[g.size()];
-    for (int v : g.topologicalOrder()) {
-      Op op = g.op(v);
-      if (OpTypes.CONSTANTS.contains(op.type())) {
-        f[v] = true;
-      } else if (SHAPE_OF.contains(op.type())) {
-        f[v] = op.outputs().stream().allMatch(t -> t.bytes() >= 0);
-      } else if (FOLDABLE.contains(op.type()) && !op.inputs().isEmpty()) {
-        boolean all = true;
-        for (TensorId in : op.inputs()) {
-          all &= f[in.op()];
-        }
-        f[v] = all;
-      }
-    }
-    return f;
   }
 
   /**

@@ -41,7 +41,11 @@ class InitReplayTest {
   }
 
   private static long need(DataflowGraph g) {
-    return BfcReplay.smallestInitMib(g, Levels.of(g).schedule(), 4096, Set.of());
+    return need(g, Set.of());
+  }
+
+  private static long need(DataflowGraph g, Set<String> held) {
+    return BfcReplay.smallestInitMib(g, Levels.of(g).schedule(), 4096, held);
   }
 
   /**
@@ -72,8 +76,9 @@ class InitReplayTest {
 
   /**
    * A Fill of constants is folded by grappler into a constant the init run's executor holds for
-   * the session: allocated before init runs, never freed, and the variable assigned from it gets
-   * a copy (2 + 8 + 8 MiB). The same value drawn at run time is taken over (2 + 8).
+   * the session (the caller names it: {@code InitHeldConstants.folded}): allocated before init
+   * runs, never freed, and the variable assigned from it gets a copy (2 + 8 + 8 MiB). The same
+   * value drawn at run time is taken over (2 + 8).
    */
   @Test
   void aFoldedFillIsHeldAndCopiedWhereADrawIsTakenOver() {
@@ -83,7 +88,7 @@ class InitReplayTest {
     F.variable(b, "slot", 8 * MIB);
     b.op("zeros", "Fill", OpCategory.FORWARD, List.of("shape", "zero"), Tensor.ofBytes(8 * MIB));
     F.assign(b, "slot", "zeros", 8 * MIB);
-    assertThat(need(b.build())).isEqualTo(18);
+    assertThat(need(b.build(), Set.of("zeros"))).isEqualTo(18);
 
     DataflowGraphBuilder d = DataflowGraph.builder().inPlaceReuse(true);
     F.constant(d, "shape");
