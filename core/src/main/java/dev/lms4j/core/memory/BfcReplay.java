@@ -591,13 +591,9 @@ public final class BfcReplay {
       constant[op.id()] = held.contains(op.name())
           || MemorySimulator.isPinned(op) && !OpTypes.VARIABLES.contains(op.type())
           && !(init.hostFeeds() && op.type().equals("Placeholder"));
-      if (constant[op.id()]) {
-        bfc.op = op.name();
-        for (Tensor t : op.outputs()) {
-          if (t.bytes() > 0 && bfc.allocate(t.bytes()) < 0) {
-            return bfc.failed(op.name(), t.bytes());
-          }
-        }
+      long failed = constant[op.id()] ? allocateOutputs(bfc, op) : 0;
+      if (failed > 0) {
+        return bfc.failed(op.name(), failed);
       }
     }
     BufferRefs refs = BufferRefs.of(init, true, constant);
