@@ -207,12 +207,14 @@ public final class Fidelity {
         .put("largest_traced_scratch_bytes", cmp.largestScratch)
         .put("largest_traced_scratch_op", cmp.largestScratchOp);
     ObjectNode none = node.putObject("no_lms");
+    StepOrder given = StepOrder.given(tg.graphDef(), tg.manifest().feedShapes(),
+        tg.manifest().runOps());
     none.put("predicted_old_bytes", cmp.peakOld).put("predicted_new_bytes", cmp.peakNew)
         .put("predicted_measured_scratch_bytes", cmp.peakMeasured)
         .put("predicted_measured_scratch_traced_order_bytes", cmp.peakMeasuredTracedOrder)
-        .put("allocator_bytes", allocatorMin(estimated, null))
+        .put("allocator_bytes", allocatorMin(estimated, null, null, given))
         .put("allocator_measured_scratch_bytes",
-            allocatorMin(estimated.withScratch(trace.scratchByOp()), null));
+            allocatorMin(estimated.withScratch(trace.scratchByOp()), null, null, given));
     predictInit(none, tg.graphDef(), tg.manifest());
     ArrayNode top = node.putArray("top_gaps");
     for (Row r : cmp.rows.subList(0, Math.min(TOP, cmp.rows.size()))) {
@@ -460,11 +462,11 @@ public final class Fidelity {
   /**
    * The order a step of {@code lr}'s graph runs in: a rewritten graph runs in lms4j's serial
    * order (the default of {@code Lms.builder()}, as the bench builds it), the graph as given in
-   * TensorFlow's own, which the levelled schedule stands for.
+   * TensorFlow's own ({@link StepOrder#given}).
    */
   static StepOrder stepOrder(LmsResult lr, Manifest m) {
     return lr.rewritten() ? StepOrder.serial(lr.graphDef(), m.feedShapes(), m.runOps())
-        : StepOrder.levelled();
+        : StepOrder.given(lr.graphDef(), m.feedShapes(), m.runOps());
   }
 
   /**
@@ -691,7 +693,10 @@ public final class Fidelity {
         + "one traced step, `DataflowGraph.withScratch`); **alloc** and **alloc+meas**: the "
         + "smallest budget under which the allocator model (`BfcReplay`: TensorFlow's BFC "
         + "allocator's whole chunks and region growth) fits the step, with estimated and with "
-        + "measured scratch (a plan's variables created in the order its init gives them); "
+        + "measured scratch (a plan's variables created in the order its init gives them; a "
+        + "rewritten graph's step in lms4j's serial order, the graph as given in TensorFlow's "
+        + "own as `StepOrder.given` models it, which was the levelled schedule before the "
+        + "twenty-first stop); "
         + "all against the smallest budget that "
         + "really trains (init + ").append(root.path("steps_per_probe").asInt())
         .append(" steps per probe in a budgeted worker, bisected to ")
