@@ -125,17 +125,17 @@ final class AllocatorCheck {
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
       StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives) {
     return check(model, given, ctx, plan, planner, layouts, steps, alternatives,
-        StepOrder.levelled());
+        StepOrder::levelled);
   }
 
   /**
    * As above; the graph as given is replayed in {@code givenSteps}'s orders (TensorFlow's own,
-   * {@link StepOrder#given}).
+   * {@link StepOrder#given}; asked for only where no plan is accepted).
    */
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
       StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives,
-      StepOrder givenSteps) {
+      java.util.function.Supplier<StepOrder> givenSteps) {
     long whole = ctx.budget().bytes();
     Search s = search(model, ctx, plan, planner, layouts, steps, TRIES);
     if (s.accepted() != null) {
@@ -175,7 +175,7 @@ final class AllocatorCheck {
     long bestNeed = closest.need();
     long bestLimitNeed = closest.limitNeed();
     long lowestNeed = new Search(null, tried).bestNeed();
-    List<int[]> givenOrders = givenSteps.orders(given);
+    List<int[]> givenOrders = givenSteps.get().orders(given);
     if (fits(given, givenOrders, whole, layouts)) {
       long givenNeed = Math.max(needBytes(given, givenOrders, whole, layouts),
           chunksNeed(given, givenOrders, whole, layouts));

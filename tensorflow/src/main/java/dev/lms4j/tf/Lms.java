@@ -701,7 +701,7 @@ public final class Lms {
       List<Function<PlanningContext, MemoryPlan>> others = alternatives().stream()
           .map(m -> (Function<PlanningContext, MemoryPlan>) c -> m.plan(planned, c)).toList();
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
-          c -> mode.plan(planned, c), layouts, steps, others, givenSteps.get());
+          c -> mode.plan(planned, c), layouts, steps, others, givenSteps);
       overNeed = o.needBytes();
       if (o.asGiven()) {
         asGiven = true;

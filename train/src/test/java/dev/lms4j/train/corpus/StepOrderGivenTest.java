@@ -64,18 +64,23 @@ class StepOrderGivenTest {
         GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
     long given = needMib(g, StepOrder.given(tg.graphDef(), tg.manifest().feedShapes(),
         tg.manifest().runOps()));
+    // the budgeted runs come before the traced step in this JVM: run right after it, the worker
+    // ran out of memory at 62 MiB in 2 of 7 runs, in the filter gradient's col buffer, as in the
+    // levelled schedule's order (the same graph trained at 62 in 6 of 6 runs with the budgeted run
+    // first, and in 8 of 8 from the command line, `run --lms off --budget 62MiB`)
+    RunResult at = BudgetedRunner.run(tg, BudgetedRunner.Options.of(given << 20, 2));
+    assertThat(at.fits()).as("trains at the predicted %d MiB: %s", given, at).isTrue();
+    boolean ownKernels = !ScratchEstimates.host().oneDnn();
+    RunResult below = ownKernels ? BudgetedRunner.run(tg,
+        BudgetedRunner.Options.of((given * 95 / 100) << 20, 2)) : null;
     // measured on an AMD EPYC with AVX2 only: given 62, traced 62 (two processes), levelled 94;
     // TensorFlow's smallest budget 62 MiB (bisected by the fidelity bench)
     assertThat(given).as("the need in TensorFlow's traced order").isEqualTo(tracedNeedMib(g, tg));
-    RunResult at = BudgetedRunner.run(tg, BudgetedRunner.Options.of(given << 20, 2));
-    assertThat(at.fits()).as("trains at the predicted %d MiB: %s", given, at).isTrue();
-    if (!ScratchEstimates.host().oneDnn()) {
+    if (ownKernels) {
       // where TensorFlow's own convolution kernels run (the 31.5 MiB col buffer): the levelled
       // schedule's need is half as much again, and 5% below the prediction TensorFlow runs out
       assertThat(BfcReplay.smallestMib(g, Levels.of(g).schedule(), MAX_MIB))
           .as("the levelled schedule's need").isGreaterThan(given * 13 / 10);
-      RunResult below = BudgetedRunner.run(tg,
-          BudgetedRunner.Options.of((given * 95 / 100) << 20, 2));
       assertThat(below.oom()).as("runs out of memory 5%% below: %s", below).isTrue();
     }
   }
