@@ -87,8 +87,11 @@ public final class StepOrder {
    * b4; two traces each, the same need in both) needs what it needs in this order on 15 of them
    * and what it needs in the levelled schedule on 12. The corpus U-Net's traced order needs 62
    * MiB, this order 62 and the levelled schedule 94 (a 2 MiB input gradient allocated first
-   * grows a region that a 31.5 MiB filter gradient's scratch then cannot have whole): TensorFlow
-   * trains it at 62. Without the ops a step runs, the levelled schedule.
+   * grows a region that a 31.5 MiB filter gradient's scratch then cannot have whole; traced,
+   * TensorFlow ran {@code Conv2DBackpropFilter_2} right before {@code Conv2DBackpropInput_2}):
+   * TensorFlow trains it at 62. Not in every process: in a JVM where a session had just run, 2
+   * of 7 budgeted workers ran out of memory at 62 in that col buffer. Without the ops a step
+   * runs, the levelled schedule.
    */
   public static StepOrder given(GraphDef gd, Map<String, long[]> feedShapes, Set<String> runOps) {
     return serial(gd, feedShapes, runOps);
