@@ -124,18 +124,6 @@ final class AllocatorCheck {
   static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
       MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
       StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives) {
-    return check(model, given, ctx, plan, planner, layouts, steps, alternatives,
-        StepOrder::levelled);
-  }
-
-  /**
-   * As above; the graph as given is replayed in {@code givenSteps}'s orders (TensorFlow's own,
-   * {@link StepOrder#given}; asked for only where no plan is accepted).
-   */
-  static Outcome check(DataflowGraph model, DataflowGraph given, PlanningContext ctx,
-      MemoryPlan plan, Function<PlanningContext, MemoryPlan> planner, boolean layouts,
-      StepOrder steps, List<Function<PlanningContext, MemoryPlan>> alternatives,
-      java.util.function.Supplier<StepOrder> givenSteps) {
     long whole = ctx.budget().bytes();
     Search s = search(model, ctx, plan, planner, layouts, steps, TRIES);
     if (s.accepted() != null) {
@@ -175,10 +163,10 @@ final class AllocatorCheck {
     long bestNeed = closest.need();
     long bestLimitNeed = closest.limitNeed();
     long lowestNeed = new Search(null, tried).bestNeed();
-    List<int[]> givenOrders = givenSteps.get().orders(given);
-    if (fits(given, givenOrders, whole, layouts)) {
-      long givenNeed = Math.max(needBytes(given, givenOrders, whole, layouts),
-          chunksNeed(given, givenOrders, whole, layouts));
+    int[] givenOrder = Levels.of(given).schedule();
+    if (fits(given, givenOrder, whole, layouts)) {
+      long givenNeed = Math.max(needBytes(given, givenOrder, whole, layouts),
+          chunksNeed(given, List.of(givenOrder), whole, layouts));
       if (givenNeed <= lowestNeed) {
         LOG.warn("[LMS][0] Allocator replay: no plan leaves {}% of the {} MiB budget free, but "
             + "the graph as given fits it and needs no more: it is left as it was",
@@ -340,21 +328,6 @@ final class AllocatorCheck {
    */
   static boolean fits(DataflowGraph g, long budget, boolean layouts) {
     return fits(g, Levels.of(g).schedule(), budget, layouts);
-  }
-
-  /** As above, with a step of {@code g} run in each of {@code steps}'s orders. */
-  static boolean fits(DataflowGraph g, long budget, boolean layouts, StepOrder steps) {
-    return fits(g, steps.orders(g), budget, layouts);
-  }
-
-  private static boolean fits(DataflowGraph g, List<int[]> orders, long budget,
-      boolean layouts) {
-    for (int[] o : orders) {
-      if (!fits(g, o, budget, layouts)) {
-        return false;
-      }
-    }
-    return true;
   }
 
   /**

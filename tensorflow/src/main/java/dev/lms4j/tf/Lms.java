@@ -639,10 +639,6 @@ public final class Lms {
     boolean asGiven = false;
     // the allocator's need where its check kept a plan it did not accept
     long overNeed = 0;
-    // the orders TensorFlow runs the graph as given in, for its replays
-    GraphDef givenFor = givenGd;
-    java.util.function.Supplier<StepOrder> givenSteps = memo(
-        () -> StepOrder.given(givenFor, feedShapes, runOps));
     try {
       if (mode.plans()) {
         budget.requireFloor(LowerBound.of(model));
@@ -663,10 +659,8 @@ public final class Lms {
       if (!budget.isSet() || givenPeak > budget.bytes()) {
         throw e;
       }
-      if (allocatorCheck
-          && !AllocatorCheck.fits(givenModel, budget.bytes(), layouts, givenSteps.get())) {
-        long need = AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts,
-            givenSteps.get());
+      if (allocatorCheck && !AllocatorCheck.fits(givenModel, budget.bytes(), layouts)) {
+        long need = AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts);
         throw new PlanningException(e.getMessage() + " The graph as given needs about "
             + Budget.mibUp(need) + " MiB of TensorFlow's allocator (whole chunks, regions).",
             Math.min(e.smallestBudgetBytes(), need));
@@ -682,8 +676,7 @@ public final class Lms {
       asGiven = true;
       if (allocatorCheck) {
         // it fits the replay, but the check did not accept it (no headroom was asked of it)
-        overNeed = Math.max(1, AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts,
-            givenSteps.get()));
+        overNeed = Math.max(1, AllocatorCheck.needBytes(givenModel, budget.bytes(), layouts));
       }
     }
     // a rewritten graph runs in the serial order, its unchained ops as TensorFlow runs them
@@ -701,7 +694,7 @@ public final class Lms {
       List<Function<PlanningContext, MemoryPlan>> others = alternatives().stream()
           .map(m -> (Function<PlanningContext, MemoryPlan>) c -> m.plan(planned, c)).toList();
       AllocatorCheck.Outcome o = AllocatorCheck.check(model, givenModel, ctx, plan,
-          c -> mode.plan(planned, c), layouts, steps, others, givenSteps);
+          c -> mode.plan(planned, c), layouts, steps, others);
       overNeed = o.needBytes();
       if (o.asGiven()) {
         asGiven = true;
@@ -860,21 +853,6 @@ public final class Lms {
   private PlanningContext context(GraphDef gd, DataflowGraph model) {
     return new PlanningContext(budget, mode.plans() ? costModel() : costModel, params,
         PolicySources.policy(gd, model, params, recomputeOps), smallNodeLimitBytes, rematDump);
-  }
-
-  /** {@code make}'s value, made at the first {@code get()} and kept. */
-  private static <T> java.util.function.Supplier<T> memo(java.util.function.Supplier<T> make) {
-    return new java.util.function.Supplier<>() {
-      private T value;
-
-      @Override
-      public T get() {
-        if (value == null) {
-          value = make.get();
-        }
-        return value;
-      }
-    };
   }
 
   private static long ms(long t0) {

@@ -77,20 +77,22 @@ public final class StepOrder {
   }
 
   /**
-   * The order TensorFlow runs a step of {@code gd} in when nothing chains it (the graph as
-   * given): modelled by the serial order's ({@link #serial(GraphDef, Map, Set)}), the levelled
+   * The order TensorFlow usually runs a step of {@code gd} in when nothing chains it (the graph
+   * as given): modelled by the serial order's ({@link #serial(GraphDef, Map, Set)}), the levelled
    * chain with the ops it leaves out run as the executor runs them, as soon as they are ready
-   * and the filter gradients ahead of the chain's next op. TensorFlow's own order is not the
-   * levelled schedule: it runs a filter gradient as soon as its output gradient is made, ahead
-   * of the input gradient the schedule puts first. The allocator model replayed in the order a
-   * traced step ran (19 graphs: 16 corpus families at bench size, resnet b32, lenet b100, gpt2
-   * b4; two traces each, the same need in both) needs what it needs in this order on 15 of them
-   * and what it needs in the levelled schedule on 12. The corpus U-Net's traced order needs 62
-   * MiB, this order 62 and the levelled schedule 94 (a 2 MiB input gradient allocated first
-   * grows a region that a 31.5 MiB filter gradient's scratch then cannot have whole; traced,
-   * TensorFlow ran {@code Conv2DBackpropFilter_2} right before {@code Conv2DBackpropInput_2}):
-   * TensorFlow trains it at 62. Not in every process: in a JVM where a session had just run, 2
-   * of 7 budgeted workers ran out of memory at 62 in that col buffer. Without the ops a step
+   * and the filter gradients ahead of the chain's next op. The allocator model replayed in the
+   * order a traced step ran (19 graphs: 16 corpus families at bench size, resnet b32, lenet b100,
+   * gpt2 b4; two traces each, the same need in both) needs what it needs in this order on 15 of
+   * them and what it needs in the levelled schedule on 12. The corpus U-Net: traced 62 MiB, this
+   * order 62, the levelled schedule 94 (a 2 MiB input gradient allocated first grows a region
+   * that a 31.5 MiB filter gradient's col buffer then cannot have whole; traced, TensorFlow ran
+   * {@code Conv2DBackpropFilter_2} right before {@code Conv2DBackpropInput_2}).
+   *
+   * <p>Usually, not always: of 36 budgeted workers running the U-Net as given at 62 MiB, 33
+   * trained and 3 ran out of memory in that col buffer, the levelled schedule's failure. So the
+   * fidelity bench predicts with this order the smallest budget it bisects, while lms4j's own
+   * decisions about a graph as given (the allocator check's fallback, the refusal's figure) keep
+   * the levelled schedule, the larger need of the two on all 19 graphs. Without the ops a step
    * runs, the levelled schedule.
    */
   public static StepOrder given(GraphDef gd, Map<String, long[]> feedShapes, Set<String> runOps) {

@@ -27,7 +27,7 @@ import org.junit.jupiter.api.Test;
  * the schedule makes a 2 MiB input gradient before the filter gradient beside it, which grows a
  * region that the filter gradient's 31.5 MiB col buffer then cannot have whole (where
  * TensorFlow's own convolution kernels run), and needs 94 MiB; TensorFlow runs the filter
- * gradient first, and trains at 62.
+ * gradient first, and trains at 62 (in most processes; see {@link StepOrder#given}).
  */
 class StepOrderGivenTest {
   private static final long MAX_MIB = 4096;
@@ -64,23 +64,30 @@ class StepOrderGivenTest {
         GraphImporter.DEFAULT_BACKWARD_SCOPE, tg.manifest().runOps());
     long given = needMib(g, StepOrder.given(tg.graphDef(), tg.manifest().feedShapes(),
         tg.manifest().runOps()));
-    // the budgeted runs come before the traced step in this JVM: run right after it, the worker
-    // ran out of memory at 62 MiB in 2 of 7 runs, in the filter gradient's col buffer, as in the
-    // levelled schedule's order (the same graph trained at 62 in 6 of 6 runs with the budgeted run
-    // first, and in 8 of 8 from the command line, `run --lms off --budget 62MiB`)
-    RunResult at = BudgetedRunner.run(tg, BudgetedRunner.Options.of(given << 20, 2));
+    // TensorFlow's order varies between processes: of 36 workers at 62 MiB, 3 ran out of memory
+    // in the filter gradient's col buffer (the levelled schedule's order); so up to three
+    // workers, each training or failing only there, and one must train
+    RunResult at = null;
+    for (int i = 0; i < 3 && (at == null || !at.fits()); i++) {
+      at = BudgetedRunner.run(tg, BudgetedRunner.Options.of(given << 20, 2));
+      assertThat(at.fits() || at.oom() && String.valueOf(at.error())
+          .contains("gradients/Conv2DBackpropFilter")).as("worker %d at %d MiB: %s", i, given, at)
+          .isTrue();
+    }
     assertThat(at.fits()).as("trains at the predicted %d MiB: %s", given, at).isTrue();
     boolean ownKernels = !ScratchEstimates.host().oneDnn();
     RunResult below = ownKernels ? BudgetedRunner.run(tg,
         BudgetedRunner.Options.of((given * 95 / 100) << 20, 2)) : null;
     // measured on an AMD EPYC with AVX2 only: given 62, traced 62 (two processes), levelled 94;
-    // TensorFlow's smallest budget 62 MiB (bisected by the fidelity bench)
-    assertThat(given).as("the need in TensorFlow's traced order").isEqualTo(tracedNeedMib(g, tg));
+    // TensorFlow's smallest budget 62 MiB (bisected by the fidelity bench); this process's own
+    // order is either TensorFlow's usual one or, now and then, the levelled schedule's
+    long levelled = BfcReplay.smallestMib(g, Levels.of(g).schedule(), MAX_MIB);
+    assertThat(tracedNeedMib(g, tg)).as("the need in TensorFlow's traced order")
+        .isIn(given, levelled);
     if (ownKernels) {
       // where TensorFlow's own convolution kernels run (the 31.5 MiB col buffer): the levelled
       // schedule's need is half as much again, and 5% below the prediction TensorFlow runs out
-      assertThat(BfcReplay.smallestMib(g, Levels.of(g).schedule(), MAX_MIB))
-          .as("the levelled schedule's need").isGreaterThan(given * 13 / 10);
+      assertThat(levelled).as("the levelled schedule's need").isGreaterThan(given * 13 / 10);
       assertThat(below.oom()).as("runs out of memory 5%% below: %s", below).isTrue();
     }
   }
