@@ -315,13 +315,13 @@ public final class Fidelity {
    * memory statistics only carries the bytes in use over, often from an op that ran beside
    * it), the traced figure computed as in {@link #compare} (the larger of the bytes in use
    * after the op and those before it plus its peak) but from the op's first record with memory
-   * statistics, as its place in {@link #tracedOrder} is its first; sorted by the largest
+   * statistics, as its place in {@link ScratchTrace#orderOf} is its first; sorted by the largest
    * absolute gap. Where the model runs out of memory under the limit (TensorFlow did not: the
    * step was traced), the result names the op ({@link AtBudget#modelFailedAt}) and the ops from
    * there on are not compared.
    */
   static AtBudget compareAtBudget(DataflowGraph g, ScratchTrace trace, long limit) {
-    int[] order = tracedOrder(g, trace);
+    int[] order = trace.orderOf(g);
     long[] alloc = BfcReplay.inUseWhileRunning(g, order, limit, BfcReplay.Layout.GRAPH_ORDER);
     Map<String, Long> traced = new HashMap<>();
     long before = 0;
@@ -620,7 +620,7 @@ public final class Fidelity {
     int[] levelled = Levels.of(estimated).schedule();
     // per op, the simulation follows the order TensorFlow ran: gaps are then about memory,
     // not about order; the peaks are given for both orders
-    int[] order = tracedOrder(estimated, trace);
+    int[] order = trace.orderOf(estimated);
     MemoryProfile pOld = MemorySimulator.simulate(old, order);
     MemoryProfile pNew = MemorySimulator.simulate(estimated, order);
     MemoryProfile pMeasured = MemorySimulator.simulate(measured, order);
@@ -658,24 +658,6 @@ public final class Fidelity {
     c.tracedPeak = trace.peakBytesInUse();
     c.tracedWithScratch = trace.peakBytesWithScratch();
     return c;
-  }
-
-  /**
-   * A topological order of {@code g} that follows the trace: ready ops run in the order
-   * TensorFlow ran them; ops it did not run (folded by grappler) as soon as they are ready.
-   */
-  static int[] tracedOrder(DataflowGraph g, ScratchTrace trace) {
-    Map<String, Integer> pos = new HashMap<>();
-    for (int i = 0; i < trace.nodes().size(); i++) {
-      pos.putIfAbsent(trace.nodes().get(i).name(), i);
-    }
-    int n = g.size();
-    int[] prio = new int[n];
-    for (int v = 0; v < n; v++) {
-      prio[v] = pos.getOrDefault(g.op(v).name(), -1);
-    }
-    return g.topologicalOrder(Comparator.comparingInt((Integer v) -> prio[v])
-        .thenComparingInt(v -> v));
   }
 
   /** The Markdown of a result. */

@@ -56,7 +56,7 @@ class FidelityCompareTest {
     DataflowGraph g = twoReluSum();
     ScratchTrace t = trace(node("b", 1, 2 * MIB, 7 * MIB, 2 * MIB),
         node("a", 2, 4 * MIB, 2 * MIB, 2 * MIB), node("c", 3, 2 * MIB, 2 * MIB, 2 * MIB));
-    int[] order = Fidelity.tracedOrder(g, t);
+    int[] order = t.orderOf(g);
     assertThat(List.of(g.op(order[1]).name(), g.op(order[2]).name())).containsExactly("b", "a");
     Fidelity.Comparison c = Fidelity.compare(g, t);
     // the feed is resident: no row; the largest gap first (b: traced 7, estimated 3, as the

@@ -1,5 +1,6 @@
 package dev.lms4j.tf;
 
+import dev.lms4j.core.graph.DataflowGraph;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -7,6 +8,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -100,6 +102,23 @@ public final class ScratchTrace {
   /** The nodes in execution order. */
   public List<Node> nodes() {
     return nodes;
+  }
+
+  /**
+   * A topological order of {@code g} that follows this trace: ready ops run in the order
+   * TensorFlow ran them; ops it did not run (folded by grappler) as soon as they are ready.
+   */
+  public int[] orderOf(DataflowGraph g) {
+    Map<String, Integer> pos = new HashMap<>();
+    for (int i = 0; i < nodes.size(); i++) {
+      pos.putIfAbsent(nodes.get(i).name(), i);
+    }
+    int[] prio = new int[g.size()];
+    for (int v = 0; v < g.size(); v++) {
+      prio[v] = pos.getOrDefault(g.op(v).name(), -1);
+    }
+    return g.topologicalOrder(Comparator.comparingInt((Integer v) -> prio[v])
+        .thenComparingInt(v -> v));
   }
 
   /**

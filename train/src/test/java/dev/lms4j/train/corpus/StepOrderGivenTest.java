@@ -7,17 +7,12 @@ import dev.lms4j.core.graph.Levels;
 import dev.lms4j.core.graph.ScratchEstimates;
 import dev.lms4j.core.memory.BfcReplay;
 import dev.lms4j.tf.GraphImporter;
-import dev.lms4j.tf.ScratchTrace;
 import dev.lms4j.tf.SessionConfigs;
 import dev.lms4j.tf.StepOrder;
 import dev.lms4j.tf.TrainingGraph;
 import dev.lms4j.tf.run.BudgetedRunner;
 import dev.lms4j.tf.run.RunResult;
 import dev.lms4j.tf.run.StepLoop;
-import java.util.Comparator;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -34,27 +29,14 @@ class StepOrderGivenTest {
 
   /** The model's need with the ops in the order a traced step of {@code tg} ran them. */
   private static long tracedNeedMib(DataflowGraph g, TrainingGraph tg) {
-    List<ScratchTrace.Node> nodes = StepLoop.run(tg.graphDef(), tg.manifest(),
-        SessionConfigs.lms(), 2, 42, r -> { }).stats().nodes();
-    Map<String, Integer> pos = new HashMap<>();
-    for (int i = 0; i < nodes.size(); i++) {
-      pos.putIfAbsent(nodes.get(i).name(), i);
-    }
-    int[] prio = new int[g.size()];
-    for (int v = 0; v < g.size(); v++) {
-      prio[v] = pos.getOrDefault(g.op(v).name(), -1);
-    }
-    int[] order = g.topologicalOrder(Comparator.comparingInt((Integer v) -> prio[v])
-        .thenComparingInt(v -> v));
+    int[] order = StepLoop.run(tg.graphDef(), tg.manifest(), SessionConfigs.lms(), 2, 42,
+        r -> { }).stats().orderOf(g);
     return BfcReplay.smallestMib(g, order, MAX_MIB);
   }
 
+  /** The model's need in the worse of {@code steps}'s orders. */
   private static long needMib(DataflowGraph g, StepOrder steps) {
-    long mib = 0;
-    for (int[] o : steps.orders(g)) {
-      mib = Math.max(mib, BfcReplay.smallestMib(g, o, MAX_MIB));
-    }
-    return mib;
+    return BfcReplay.smallestMib(g, steps.worst(g, MAX_MIB), MAX_MIB);
   }
 
   @Test
